@@ -1,0 +1,296 @@
+"""Configuration: frozen dataclasses loaded from conf/default.toml and overrides.
+
+Merge order (later wins): the default file < a user file < ``HIVE_SECTION__KEY``
+environment variables < ``-s/--set section.key=value`` flags. Defaults live only
+in ``conf/default.toml``; this module holds the shapes and the checks. Every
+error names the offending key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hive.errors import ConfigError
+
+DEFAULT_FILE = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierConfig:
+    levels: int
+    level_ratio: float
+    prioritizer: str
+    max_bound_hosts: int
+    min_bound_hosts: int
+    draw_batch: int
+    park_horizon: float
+    aging: float
+    max_depth: int
+    max_urls_per_host: int
+    max_retries: int
+    retry_outcomes: list[str]
+    txn_max_ops: int
+    map_size_mb: int
+    sync_interval: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolitenessConfig:
+    delay_factor: float
+    min_delay: float
+    max_delay: float
+    crawl_delay_cap: float
+    crawl_delay_over_cap: str
+    backoff_base: float
+    backoff_max: float
+    retry_after_cap: float
+
+
+@dataclass(frozen=True, slots=True)
+class FetchConfig:
+    threads: int
+    user_agent: str
+    connect_timeout: float
+    read_timeout: float
+    total_timeout: float
+    max_body_bytes: int
+    max_decoded_bytes: int
+    max_redirect_hops: int
+    pool_connections: int
+
+
+@dataclass(frozen=True, slots=True)
+class DnsConfig:
+    min_ttl: float
+    max_ttl: float
+    default_ttl: float
+    negative_ttl: float
+    cache_size: int
+    timeout: float
+    resolve: list[str]
+    allow_private: bool
+    allow_nets: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsConfig:
+    enabled: bool
+    cache_ttl: float
+    max_bytes: int
+    max_redirects: int
+    tries: int
+    retry_delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeConfig:
+    mode: str
+    allow: list[str]
+    deny: list[str]
+    max_url_length: int
+    max_path_depth: int
+    max_segment_repeat: int
+    honour_nofollow: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WarcConfig:
+    enabled: bool
+    max_file_bytes: int
+    gzip_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    level: str
+    crawl_log_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    frontier: FrontierConfig
+    politeness: PolitenessConfig
+    fetch: FetchConfig
+    dns: DnsConfig
+    robots: RobotsConfig
+    scope: ScopeConfig
+    warc: WarcConfig
+    log: LogConfig
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """The config as plain data (for hive.json and child processes)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **sections: dict[str, Any]) -> Config:
+        """A copy with some keys changed: ``cfg.replace(fetch={"threads": 4})``."""
+        return from_dict(_merge(self.to_dict(), sections, "override"))
+
+
+SECTIONS: dict[str, type[Any]] = {
+    f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)
+}
+
+# Values outside these sets or below these minima are refused, naming the key.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "politeness.crawl_delay_over_cap": ("cap", "skip"),
+    "scope.mode": ("host", "domain", "any"),
+    "log.level": ("debug", "info", "warning", "error"),
+}
+MINIMUM_ONE = {
+    "frontier.levels", "frontier.max_bound_hosts", "frontier.min_bound_hosts",
+    "frontier.draw_batch", "frontier.txn_max_ops", "frontier.map_size_mb",
+    "fetch.threads", "fetch.max_body_bytes", "fetch.max_decoded_bytes", "dns.cache_size",
+    "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
+    "warc.max_file_bytes", "fetch.pool_connections",
+}
+
+
+def _check_value(key: str, kind: Any, value: Any) -> Any:
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    if typing.get_origin(kind) is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+        return list(value)
+    raise ConfigError(f"{key}: unsupported type {kind!r}")
+
+
+def _check_range(key: str, value: Any) -> None:
+    if key in CHOICES and value not in CHOICES[key]:
+        raise ConfigError(f"{key}: must be one of {', '.join(CHOICES[key])}, got {value!r}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < 0:
+            raise ConfigError(f"{key}: must not be negative, got {value!r}")
+        if key in MINIMUM_ONE and value < 1:
+            raise ConfigError(f"{key}: must be at least 1, got {value!r}")
+
+
+def _check_whole(cfg: Config) -> None:
+    if not 0 < cfg.frontier.level_ratio <= 1:
+        raise ConfigError(f"frontier.level_ratio: must be in (0, 1], got {cfg.frontier.level_ratio}")
+    if ":" not in cfg.frontier.prioritizer:
+        raise ConfigError(
+            f"frontier.prioritizer: expected 'module:function', got {cfg.frontier.prioritizer!r}"
+        )
+    if cfg.politeness.min_delay > cfg.politeness.max_delay:
+        raise ConfigError("politeness.min_delay: must not exceed politeness.max_delay")
+    if cfg.dns.min_ttl > cfg.dns.max_ttl:
+        raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
+    if not 0 <= cfg.warc.gzip_level <= 9:
+        raise ConfigError(f"warc.gzip_level: must be 0..9, got {cfg.warc.gzip_level}")
+
+
+def from_dict(data: Mapping[str, Any]) -> Config:
+    """Build and validate a Config from complete plain data."""
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise ConfigError(f"unknown config section: {sorted(unknown)[0]}")
+    sections: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        raw = data.get(name)
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{name}: missing section")
+        hints = typing.get_type_hints(cls)
+        extra = set(raw) - set(hints)
+        if extra:
+            raise ConfigError(f"unknown config key: {name}.{sorted(extra)[0]}")
+        values = {}
+        for field, kind in hints.items():
+            key = f"{name}.{field}"
+            if field not in raw:
+                raise ConfigError(f"{key}: missing")
+            values[field] = _check_value(key, kind, raw[field])
+            _check_range(key, values[field])
+        sections[name] = cls(**values)
+    cfg = Config(**sections)
+    _check_whole(cfg)
+    return cfg
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    merged = {k: dict(v) for k, v in base.items()}
+    for section, values in over.items():
+        if section not in merged:
+            raise ConfigError(f"unknown config section: {section} (in {origin})")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{section}: expected a table (in {origin})")
+        for key, value in values.items():
+            if key not in merged[section]:
+                raise ConfigError(f"unknown config key: {section}.{key} (in {origin})")
+            merged[section][key] = value
+    return merged
+
+
+def _parse_scalar(text: str) -> Any:
+    """A TOML value if the text is one (8, 0.5, true, ["a"]), else the text as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_overrides(items: Iterable[str], origin: str = "--set") -> dict[str, dict[str, Any]]:
+    """Turn ``section.key=value`` strings into a nested override mapping."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not sep or not dot or not section or not key:
+            raise ConfigError(f"{origin}: expected section.key=value, got {item!r}")
+        out.setdefault(section, {})[key] = _parse_scalar(value.strip())
+    return out
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """``HIVE_FETCH__THREADS=8`` -> {"fetch": {"threads": 8}}."""
+    items = [
+        f"{name[5:].lower().replace('__', '.', 1)}={value}"
+        for name, value in environ.items()
+        if name.startswith("HIVE_") and "__" in name
+    ]
+    return parse_overrides(items, origin="environment")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def load(
+    user_file: Path | None = None,
+    overrides: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Load the config: default file < user file < HIVE_* environment < overrides."""
+    data = read_toml(DEFAULT_FILE)
+    if user_file is not None:
+        data = _merge(data, read_toml(user_file), str(user_file))
+    data = _merge(data, env_overrides(os.environ if environ is None else environ), "environment")
+    data = _merge(data, parse_overrides(overrides), "--set")
+    return from_dict(data)
