@@ -7,6 +7,7 @@ an outcome (data), never one of these. These are for callers that must stop::
     ├── ConfigError        a bad config key or value (names the key)
     ├── URLError           a URL hive refuses (also a ValueError; carries .reason)
     ├── StoreError         the LMDB store cannot do what was asked
+    ├── DnsFailure         a lookup failed (hive.dns; cached and turned into an outcome)
     └── ControlError       the control socket gave no answer or an error answer
 """
 

@@ -1,0 +1,492 @@
+"""The Frontier: Mercator's two-stage URL frontier over one LMDB store.
+
+``admit(records, now)`` → seen set → prioritizer → front FIFO of a level;
+``pop_ready(now)`` → refill the back end from the front (biased chooser) →
+the best ready host's head URL, leased; ``done(lease, outcome, started,
+finished)`` → the delay policy, the URL's final state, the host back into the
+waiting heap (or released when its queue is empty, or parked when its next time
+is beyond the horizon).
+
+The caller owns the clock (``now`` everywhere) and the transaction rhythm: it
+calls ``commit(now)`` once per loop turn, and must commit after ``pop_ready``
+and before it starts the fetch, so that a crash can never make a host whose
+fetch was in flight look uncontacted. On open, such hosts wait their full delay
+from the restart and their URLs are pending again.
+
+Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
+the URL at the head of its host's queue with ``attempts + 1`` (the host backs
+off) until ``max_retries``; every other outcome is final. Robots leases
+(kind ``robots``) take the outcomes ``robots_ok``, ``robots_retry`` and
+``robots_unreachable``; the last blocks the host, whose URLs then end with
+that outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from hive.config import Config, FrontierConfig
+from hive.frontier.back import BackQueues
+from hive.frontier.front import FrontQueues
+from hive.frontier.heap import ReadyHeap
+from hive.frontier.hosts import HostState
+from hive.frontier.priority import Prioritizer, load_prioritizer
+from hive.frontier.seen import SeenSet
+from hive.frontier.store import U64, Store, url_key
+from hive.politeness import Politeness
+from hive.record import UrlRecord
+from hive.urls import fingerprint, host_hash
+
+PAGE = "page"
+ROBOTS = "robots"
+EVICTION_SAMPLE = 16
+BASE_COUNTERS = (
+    "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
+    "frontier/parked", "frontier/recovered_leases",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A URL handed out for fetching; ``key`` is its back-queue key (empty for robots.txt)."""
+
+    kind: str
+    host_hash: int
+    record: UrlRecord
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of a lease. ``contacted`` is False when no request reached the host."""
+
+    kind: str
+    status: int | None = None
+    contacted: bool = True
+    retry_after: float | None = None
+    crawl_delay: float | None = None
+    robots_until: float | None = None
+
+
+class Ready(NamedTuple):
+    """``pop_ready``'s answer: a lease, or none and when to ask again (None: no work)."""
+
+    lease: Lease | None
+    wake_at: float | None
+
+
+class Frontier:
+    def __init__(
+        self,
+        path: Path,
+        cfg: FrontierConfig,
+        politeness: Politeness,
+        *,
+        threads: int,
+        robots: bool = True,
+        crawl_delay_skip: bool = False,
+        rng: random.Random | None = None,
+        now: float = 0.0,
+    ) -> None:
+        self.cfg = cfg
+        self.politeness = politeness
+        self.threads = threads
+        self.robots = robots
+        self.crawl_delay_skip = crawl_delay_skip
+        self.rng = rng or random.Random()
+        self.prioritize: Prioritizer = load_prioritizer(cfg.prioritizer)
+        self.retryable = frozenset(cfg.retry_outcomes)
+        self.store = Store(
+            path, map_size_mb=cfg.map_size_mb, txn_max_ops=cfg.txn_max_ops,
+            sync_interval=cfg.sync_interval,
+        )
+        self.seen = SeenSet(self.store)
+        self.front = FrontQueues(self.store, cfg.levels, cfg.level_ratio, self.rng)
+        self.back = BackQueues(self.store)
+        self.heap = ReadyHeap(cfg.aging)
+        self.newly_bound: list[str] = []
+        self.leased: dict[int, Lease] = {}
+        self._dirty: set[int] = set()
+        self._download_ema = 0.05
+        meta = self.store.get("meta", b"state")
+        state = json.loads(meta) if meta else {}
+        self._seq: int = state.get("seq", 0)
+        self.counts: dict[str, int] = dict.fromkeys(BASE_COUNTERS, 0)
+        self.counts.update(state.get("counts", {}))
+        self.back.queued = state.get("back_queued", 0)
+        self._recover(now)
+
+    @classmethod
+    def from_config(
+        cls, path: Path, cfg: Config, *, rng: random.Random | None = None, now: float = 0.0
+    ) -> Frontier:
+        return cls(
+            path, cfg.frontier, Politeness.from_config(cfg.politeness),
+            threads=cfg.fetch.threads, robots=cfg.robots.enabled,
+            crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip", rng=rng, now=now,
+        )
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+    def _recover(self, now: float) -> None:
+        """After any stop: leased hosts wait a full delay from now; bound hosts become parked."""
+        cursor = self.store.cursor("leases")
+        leased = [bytes(k) for k in cursor.iternext(values=False)]
+        for raw in leased:
+            hh = U64.unpack(raw)[0]
+            host = self.back.host(hh)
+            if host is not None:
+                wait = max(host.delay, self.politeness.min_delay)
+                host.next_allowed = max(host.next_allowed, now + wait)
+                self.back.save(hh, host)
+            self.store.delete("leases", raw)
+            self._count("frontier/recovered_leases")
+        cursor = self.store.cursor("bound")
+        for raw in [bytes(k) for k in cursor.iternext(values=False)]:
+            hh = U64.unpack(raw)[0]
+            self.store.delete("bound", raw)
+            host = self.back.host(hh)
+            if host is not None and host.queued > 0:
+                self.back.park(hh, host)
+                self.back.save(hh, host)
+        self.commit(now)
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # -- admission ---------------------------------------------------------------
+
+    def admit(self, records: Iterable[UrlRecord], now: float) -> int:
+        """Admit new URLs (duplicates and refusals are counted); returns how many were new."""
+        if self.store.due:
+            self.commit(now)
+        groups: dict[str, list[UrlRecord]] = {}
+        for record in records:
+            groups.setdefault(record.host_key, []).append(record)
+        admitted = 0
+        max_depth, budget, levels = self.cfg.max_depth, self.cfg.max_urls_per_host, self.cfg.levels
+        for hk, group in groups.items():
+            hh = host_hash(hk)
+            host = self.back.host(hh) or HostState(hk)
+            before = host.admitted
+            for record in group:
+                key = url_key(hh, fingerprint(record.url))
+                reason = ""
+                if host.blocked:
+                    reason = host.blocked
+                elif record.depth > max_depth:
+                    reason = "depth"
+                elif budget and host.admitted >= budget:
+                    reason = "host_budget"
+                if reason:
+                    if self.seen.refuse(key, reason):
+                        self._count(f"frontier/refused/{reason}")
+                    else:
+                        self._count("frontier/duplicates")
+                    continue
+                if not self.seen.add(key):
+                    self._count("frontier/duplicates")
+                    continue
+                host.admitted += 1
+                level = min(max(int(self.prioritize(record, host)), 1), levels)
+                self.front.push(level, self._next_seq(), record.encode())
+            if host.admitted != before:
+                admitted += host.admitted - before
+                self._touch(hh, host)
+        self._count("frontier/admitted", admitted)
+        return admitted
+
+    def _touch(self, hh: int, host: HostState) -> None:
+        """Persist a host's state: bound hosts at the next commit, others now."""
+        if hh in self.back.bound:
+            self._dirty.add(hh)
+        else:
+            self.back.save(hh, host)
+
+    # -- the back end ------------------------------------------------------------
+
+    def target_bound(self) -> int:
+        """b: enough bound hosts to keep every fetch thread busy, within the configured bounds."""
+        return self.politeness.bound_hosts(
+            self.threads, self._download_ema, self.cfg.min_bound_hosts, self.cfg.max_bound_hosts
+        )
+
+    def _bind(self, hh: int, host: HostState, now: float) -> None:
+        self.back.bind(hh, host)
+        self.heap.schedule(hh, host.next_allowed, now)
+        self.newly_bound.append(host.host_key)
+        self._dirty.add(hh)
+
+    def _release(self, hh: int, host: HostState, park: bool) -> None:
+        self.heap.discard(hh)
+        self._dirty.discard(hh)
+        if park:
+            self.back.park(hh, host)
+        else:
+            self.back.unbind(hh)
+            host.head_level = 0
+        self.back.save(hh, host)
+
+    def _refill(self, now: float) -> None:
+        target = self.target_bound()
+        back = self.back
+        while len(back.bound) < target:
+            first = back.first_parked()
+            if first is None or first[0] > now + self.cfg.park_horizon:
+                break
+            host = back.host(first[1])
+            if host is None:
+                raise AssertionError(f"parked host {first[1]:x} has no state")
+            self._bind(first[1], host, now)
+            head = back.head(first[1])
+            host.head_level = head[0][8] if head else 1
+        draws = 0
+        while len(back.bound) < target and len(self.front) and draws < self.cfg.draw_batch:
+            self._draw(now, evict=False)
+            draws += 1
+
+    def _draw(self, now: float, evict: bool) -> HostState | None:
+        """Move one URL from the front to its host's back queue; the host if it was bound."""
+        drawn = self.front.pop()
+        if drawn is None:
+            return None
+        level, data = drawn
+        record = UrlRecord.decode(data)
+        hh = host_hash(record.host_key)
+        host = self.back.bound.get(hh)
+        if host is not None:
+            self.back.append(hh, host, level, self._next_seq(), data)
+            self._dirty.add(hh)
+            return None
+        host = self.back.host(hh) or HostState(record.host_key)
+        if host.blocked:
+            self._finish(url_key(hh, fingerprint(record.url)), host.blocked)
+            return None
+        self.back.append(hh, host, level, self._next_seq(), data)
+        if len(self.back.bound) < self.target_bound() or (evict and self._evict_for(host, now)):
+            self._bind(hh, host, now)
+            return host
+        self.back.park(hh, host)
+        self.back.save(hh, host)
+        return None
+
+    def _evict_for(self, newcomer: HostState, now: float) -> bool:
+        """Park a bound host so that ``newcomer`` can be served sooner.
+
+        The victim is drawn from a random sample of bound hosts (not in flight)
+        by the longest wait per queued URL: a host with many URLs and a near
+        time goes last, and evicting simply the longest queue — the host with
+        the most work — is avoided. No eviction unless it brings a fetch forward.
+        """
+        best, best_score, best_wait = -1, -1.0, 0.0
+        for hh in self.back.sample(EVICTION_SAMPLE, self.rng):
+            if hh not in self.heap:
+                continue
+            host = self.back.bound[hh]
+            wait = host.next_allowed - now
+            score = wait / (1 + host.queued)
+            if score > best_score:
+                best, best_score, best_wait = hh, score, wait
+        if best < 0 or best_wait <= max(newcomer.next_allowed - now, 0.0):
+            return False
+        self._release(best, self.back.bound[best], park=True)
+        self._count("frontier/evicted")
+        return True
+
+    def _finish(self, key: bytes, outcome: str) -> None:
+        self.seen.finish(key, outcome)
+        self._count(f"frontier/done/{outcome}")
+
+    def _drain(self, hh: int, host: HostState) -> None:
+        """End every queued URL of a blocked host with its block reason, then release it."""
+        while (head := self.back.head(hh)) is not None:
+            key, data = head
+            self.back.remove(key, host)
+            self._finish(url_key(hh, fingerprint(UrlRecord.decode(data).url)), host.blocked)
+        self._release(hh, host, park=False)
+
+    def _head_level(self, hh: int) -> int:
+        return self.back.bound[hh].head_level or 1
+
+    def pop_ready(self, now: float) -> Ready:
+        """Lease the best ready host's head URL (or its robots.txt), or say when to ask again."""
+        if self.store.due:
+            self.commit(now)
+        self._refill(now)
+        self.heap.promote(now, self._head_level)
+        while True:
+            hh = self.heap.pop()
+            if hh is None:
+                if self._evict_and_bind(now):
+                    self.heap.promote(now, self._head_level)
+                    continue
+                return Ready(None, self._wake_at(now))
+            host = self.back.bound[hh]
+            if host.blocked:
+                self._drain(hh, host)
+                continue
+            head = self.back.head(hh)
+            if head is None:
+                self._release(hh, host, park=False)
+                continue
+            key, data = head
+            record = UrlRecord.decode(data)
+            if self.robots and host.robots_until <= now:
+                scheme = record.url.split(":", 1)[0]
+                robots = UrlRecord(
+                    f"{scheme}://{host.host_key}/robots.txt", host.host_key,
+                    attempts=host.robots_tries,
+                )
+                lease = Lease(ROBOTS, hh, robots, b"")
+            else:
+                lease = Lease(PAGE, hh, record, key)
+            self.store.put("leases", U64.pack(hh), lease.key)
+            self.leased[hh] = lease
+            return Ready(lease, None)
+
+    def _evict_and_bind(self, now: float) -> bool:
+        """Nothing bound is ready: draw from the front, evicting for a host that comes sooner.
+
+        True when the host bound is ready now; drawing stops at the first bind.
+        """
+        for _ in range(self.cfg.draw_batch):
+            if not len(self.front):
+                return False
+            host = self._draw(now, evict=True)
+            if host is not None:
+                return host.next_allowed <= now
+        return False
+
+    def _wake_at(self, now: float) -> float | None:
+        times = []
+        next_time = self.heap.next_time()
+        if next_time is not None:
+            times.append(next_time)
+        if len(self.back.bound) < self.target_bound():
+            if len(self.front):
+                times.append(now)
+            parked = self.back.first_parked()
+            if parked is not None:
+                times.append(max(parked[0] - self.cfg.park_horizon, now))
+        return min(times) if times else None
+
+    # -- outcomes ------------------------------------------------------------------
+
+    def done(self, lease: Lease, outcome: Outcome, started: float, finished: float) -> None:
+        """Apply a lease's outcome: the delay policy, the URL's state, the host's next turn."""
+        if self.store.due:
+            self.commit(finished)
+        hh = lease.host_hash
+        if self.leased.pop(hh, None) is None:
+            raise ValueError(f"done() for a lease that is not outstanding: {lease.record.url}")
+        self.store.delete("leases", U64.pack(hh))
+        host = self.back.bound[hh]
+        kind = outcome.kind
+        retry = kind in self.retryable
+        if outcome.contacted:
+            download = max(finished - started, 0.0)
+            self._download_ema += 0.05 * (download - self._download_ema)
+            host.download_time = download
+            host.failures = host.failures + 1 if retry or kind == "robots_retry" else 0
+            host.delay = self.politeness.delay(
+                download, host.crawl_delay, outcome.retry_after, host.failures
+            )
+            host.next_allowed = max(host.next_allowed, finished + host.delay)
+        if lease.kind == ROBOTS:
+            self._robots_done(host, outcome, finished)
+        elif retry and lease.record.attempts < self.cfg.max_retries:
+            lease.record.attempts += 1
+            self.store.put("back", lease.key, lease.record.encode())
+            self._count("frontier/retried")
+        else:
+            self.back.remove(lease.key, host)
+            self._finish(url_key(hh, fingerprint(lease.record.url)), kind)
+            if outcome.contacted:
+                host.fetched += 1
+        self._dirty.add(hh)
+        head = self.back.head(hh)
+        if head is None:
+            self._release(hh, host, park=False)
+        elif host.next_allowed - finished > self.cfg.park_horizon:
+            self._release(hh, host, park=True)
+            self._count("frontier/parked")
+        else:
+            host.head_level = head[0][8]
+            self.heap.schedule(hh, host.next_allowed, finished)
+        self.heap.compact()
+
+    def _robots_done(self, host: HostState, outcome: Outcome, finished: float) -> None:
+        self._count(f"frontier/robots/{outcome.kind}")
+        if outcome.kind == "robots_ok":
+            host.robots_until = outcome.robots_until or finished
+            host.robots_tries = 0
+            host.crawl_delay = outcome.crawl_delay or 0.0
+            if self.crawl_delay_skip and host.crawl_delay > self.politeness.crawl_delay_cap:
+                host.blocked = "crawl_delay_too_long"
+            elif host.crawl_delay:
+                host.next_allowed = max(
+                    host.next_allowed,
+                    finished + min(host.crawl_delay, self.politeness.crawl_delay_cap),
+                )
+        elif outcome.kind == "robots_retry":
+            host.robots_tries += 1
+            if outcome.retry_after:
+                host.next_allowed = max(host.next_allowed, finished + outcome.retry_after)
+        else:
+            host.robots_tries += 1
+            host.blocked = "robots_unreachable"
+
+    def block(self, host_key: str, reason: str, now: float) -> None:
+        """Take a host out of the crawl: its queued URLs and every later one end with ``reason``."""
+        hh = host_hash(host_key)
+        host = self.back.host(hh) or HostState(host_key)
+        host.blocked = reason
+        if hh in self.back.bound and hh not in self.leased:
+            self._drain(hh, host)
+        else:
+            self._touch(hh, host)
+
+    # -- bookkeeping -----------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        return len(self.front) + self.back.queued
+
+    def commit(self, now: float) -> None:
+        for hh in self._dirty:
+            host = self.back.bound.get(hh)
+            if host is not None:
+                self.back.save(hh, host)
+        self._dirty.clear()
+        state = {"seq": self._seq, "counts": self.counts, "back_queued": self.back.queued}
+        self.store.put("meta", b"state", json.dumps(state).encode())
+        self.store.commit(now)
+
+    def stats(self) -> dict[str, int]:
+        ready, waiting = self.heap.counts()
+        out = dict(self.counts)
+        for level, size in enumerate(self.front.sizes, 1):
+            out[f"frontier/front/{level}"] = size
+        out.update({
+            "frontier/pending": self.pending,
+            "frontier/front": len(self.front),
+            "frontier/back": self.back.queued,
+            "frontier/hosts/bound": len(self.back.bound),
+            "frontier/hosts/parked": self.store.entries("parked"),
+            "frontier/hosts/ready": ready,
+            "frontier/hosts/waiting": waiting,
+            "frontier/hosts/target": self.target_bound(),
+            "frontier/leased": len(self.leased),
+        })
+        return out
+
+    def close(self, now: float) -> None:
+        self.commit(now)
+        self.store.close(now)

@@ -1,0 +1,31 @@
+"""SeenSet: every admitted URL's fingerprint and its one state.
+
+A fingerprint is ``host_hash | url_hash`` (two 64-bit mmh3 hashes), so a host's
+fingerprints are one key range and move with the host. Insertion refuses
+duplicates in the same LMDB put that records the URL as pending; the state is
+later overwritten with ``d<outcome>`` (done) or was written as ``r<reason>``
+(refused at admission). A leased URL is pending here and named in ``leases``.
+"""
+
+from __future__ import annotations
+
+from hive.frontier.store import DONE, PENDING, REFUSED, Store
+
+
+class SeenSet:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(self, key: bytes) -> bool:
+        """Record a new URL as pending; False if it was seen before."""
+        return self.store.put("urls", key, PENDING, overwrite=False)
+
+    def refuse(self, key: bytes, reason: str) -> bool:
+        """Record a new URL as refused; False if it was seen before."""
+        return self.store.put("urls", key, REFUSED + reason.encode(), overwrite=False)
+
+    def finish(self, key: bytes, outcome: str) -> None:
+        self.store.put("urls", key, DONE + outcome.encode())
+
+    def state(self, key: bytes) -> bytes | None:
+        return self.store.get("urls", key)

@@ -1,0 +1,157 @@
+"""The frontier's LMDB environment: named databases, key packing, group commit.
+
+Internal format — read by ``hive verify``, never by users. One environment per
+worker directory; all integers big-endian so byte order is numeric order.
+
+========  ===================================  ==========================================
+db        key                                  value
+========  ===================================  ==========================================
+urls      host_hash(8) url_hash(8)             state: ``p`` pending, ``d``+outcome, ``r``+reason
+front     level(1) seq(8)                      UrlRecord bytes (front FIFO of that level)
+back      host_hash(8) level(1) seq(8)         UrlRecord bytes (a host's queue, best first)
+hosts     host_hash(8)                         HostState bytes (politeness, robots, counts)
+bound     host_hash(8)                         empty: the host held a back-end slot
+parked    time_ms(8) host_hash(8)              empty: unbound host with URLs, due at time
+leases    host_hash(8)                         back key (17) or empty for robots.txt
+robots    host key (utf-8)                     robots.txt cache entry (hive.robots)
+meta      name (ascii)                         seq, counters, ring parameters
+outbox    seq(8)                               a batch waiting for its acknowledgement
+========  ===================================  ==========================================
+
+Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
+or back; a leased one is the back key named in ``leases``. Keys of one host
+share the host-hash prefix, so a host's URLs and fingerprints move together.
+
+Writes go to one long write transaction that the owner commits once per loop
+turn (group commit), or earlier when it holds ``txn_max_ops`` operations. The
+environment is opened without fsync on commit and synced every
+``sync_interval`` seconds: a killed process loses nothing it committed (the
+pages are in the OS page cache); a power loss can cost the last interval.
+The map doubles whenever it is half full, between transactions, as LMDB
+requires.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import lmdb
+
+from hive.errors import StoreError
+
+DB_NAMES = (
+    "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox"
+)
+
+U64 = struct.Struct(">Q")
+HOST_LEVEL_SEQ = struct.Struct(">QBQ")
+LEVEL_SEQ = struct.Struct(">BQ")
+TIME_HOST = struct.Struct(">QQ")
+URL_KEY = struct.Struct(">QQ")
+
+PENDING = b"p"
+DONE = b"d"
+REFUSED = b"r"
+
+
+def url_key(host_hash: int, url_hash: int) -> bytes:
+    return URL_KEY.pack(host_hash, url_hash)
+
+
+def back_key(host_hash: int, level: int, seq: int) -> bytes:
+    return HOST_LEVEL_SEQ.pack(host_hash, level, seq)
+
+
+def front_key(level: int, seq: int) -> bytes:
+    return LEVEL_SEQ.pack(level, seq)
+
+
+def parked_key(when: float, host_hash: int) -> bytes:
+    return TIME_HOST.pack(max(0, int(when * 1000)), host_hash)
+
+
+class Store:
+    """One LMDB environment with hive's named databases and a held write transaction."""
+
+    def __init__(
+        self, path: Path, *, map_size_mb: int = 64, txn_max_ops: int = 50_000,
+        sync_interval: float = 2.0,
+    ) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        try:
+            self.env = lmdb.open(
+                str(path), map_size=map_size_mb << 20, max_dbs=len(DB_NAMES) + 2,
+                sync=False, metasync=False, readahead=False, max_readers=256,
+            )
+        except lmdb.Error as exc:
+            raise StoreError(f"cannot open store at {path}: {exc}") from exc
+        self.stale_readers = self.env.reader_check()
+        self.db = {name: self.env.open_db(name.encode()) for name in DB_NAMES}
+        self.txn_max_ops = txn_max_ops
+        self.sync_interval = sync_interval
+        self.ops = 0
+        self._last_sync = 0.0
+        self.closed = False
+        self.txn: lmdb.Transaction = self.env.begin(write=True)
+
+    def cursor(self, name: str) -> lmdb.Cursor:
+        return self.txn.cursor(self.db[name])
+
+    def get(self, name: str, key: bytes) -> bytes | None:
+        value = self.txn.get(key, db=self.db[name])
+        return None if value is None else bytes(value)
+
+    def put(self, name: str, key: bytes, value: bytes, overwrite: bool = True) -> bool:
+        self.ops += 1
+        try:
+            return bool(self.txn.put(key, value, overwrite=overwrite, db=self.db[name]))
+        except lmdb.MapFullError as exc:
+            raise StoreError(f"{self.path}: LMDB map full in one transaction: {exc}") from exc
+        except lmdb.Error as exc:
+            raise StoreError(f"{self.path}: write failed: {exc}") from exc
+
+    def delete(self, name: str, key: bytes) -> bool:
+        self.ops += 1
+        return bool(self.txn.delete(key, db=self.db[name]))
+
+    def entries(self, name: str) -> int:
+        return int(self.txn.stat(self.db[name])["entries"])
+
+    @property
+    def due(self) -> bool:
+        """True when the open transaction holds enough operations to commit early."""
+        return self.ops >= self.txn_max_ops
+
+    def commit(self, now: float) -> None:
+        """Commit the turn's transaction, grow the map if needed, sync if due, begin anew."""
+        try:
+            self.txn.commit()
+        except lmdb.Error as exc:
+            raise StoreError(f"{self.path}: commit failed: {exc}") from exc
+        self.ops = 0
+        self._grow_if_needed()
+        if now - self._last_sync >= self.sync_interval:
+            self.env.sync(True)
+            self._last_sync = now
+        self.txn = self.env.begin(write=True)
+
+    def _grow_if_needed(self) -> None:
+        info = self.env.info()
+        used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
+        if used * 2 > info["map_size"]:
+            self.env.set_mapsize(info["map_size"] * 2)
+
+    def close(self, now: float) -> None:
+        self.commit(now)
+        self.txn.abort()
+        self.env.sync(True)
+        self.env.close()
+        self.closed = True
+
+    def abandon(self) -> None:
+        """Close without committing the open transaction (what a crash would do)."""
+        self.txn.abort()
+        self.env.close()
+        self.closed = True

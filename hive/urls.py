@@ -1,0 +1,507 @@
+"""URL canonical form, politeness keys and fingerprints (pure functions).
+
+This module owns what "the same URL" and "the same server" mean in hive.
+Whoever discovers a link canonicalizes it here before hashing or sending it,
+so two spellings of one resource share a fingerprint and two spellings of one
+server share a back queue.
+
+Policy of :func:`canonicalize` (parsing follows the WHATWG URL standard for the
+special schemes http and https; normalization follows RFC 3986 section 6):
+
+- Only http and https are crawled; every other scheme is refused (``scheme``).
+- Leading and trailing C0 controls and spaces are stripped, and tabs, CR and
+  LF are removed wherever they occur. Backslashes count as slashes. The forms
+  ``http:host``, ``http:/host`` and ``http:\\\\host`` name a host, except that
+  against a base of the same scheme ``http:foo`` is relative (as WHATWG).
+- Userinfo (``user:pass@``) is dropped: a crawler following public links must
+  never send credentials it found in a page.
+- Scheme and host are lowercased. A non-ASCII host goes through UTS-46
+  non-transitional processing, as browsers do (``faß.de`` becomes
+  ``xn--fa-hia.de``, not ``fass.de``). ASCII labels pass through apart from
+  lowercasing (real hosts carry underscores), but a host label must be made
+  of letters, digits, ``-`` and ``_``: the other characters WHATWG tolerates
+  name no host that resolves. One trailing dot is dropped, so ``a.com.`` and
+  ``a.com`` share a queue. Every IPv4 spelling WHATWG accepts is written as
+  dotted decimal (``0x7f.1`` is ``127.0.0.1``); IPv6 is compressed and
+  lowercased, IPv4-mapped addresses in hex as WHATWG does. A host ending in a
+  number that is not a valid IPv4 address is refused.
+- The default port (80 for http, 443 for https) and an empty port are dropped.
+- Dot segments are removed (RFC 3986 5.2.4; ``%2e`` counts as a dot); an
+  empty path becomes ``/``.
+- Percent-escapes are uppercased; escapes of unreserved characters
+  (``A-Z a-z 0-9 - . _ ~``) are decoded; a ``%`` without two hex digits
+  becomes ``%25``. Every character that RFC 3986 or WHATWG would escape in the
+  path or query (space, controls, ``"<>[]^`{|}``, a backslash in the query,
+  ``'`` in the query, non-ASCII as UTF-8) is escaped. The query keeps its
+  order and an empty query keeps its ``?`` (RFC 3986 6.2.3).
+- The fragment is dropped. The result is at most ``max_length`` characters.
+
+Refusals raise :class:`hive.errors.URLError` with ``reason`` one of
+``scheme``, ``no_host``, ``bad_host``, ``too_long`` or ``malformed``; no
+other exception escapes, whatever the input. A base that is itself refused
+refuses the reference with the base's reason. The canonical form is a fixed
+point: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
+
+A crawler canonicalizes every link of every page, so already-canonical
+absolute URLs and the common relative forms against a canonical base take a
+fast path of a few regular-expression checks; hosts and bases are cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import NamedTuple
+
+import idna
+import mmh3
+
+from hive.errors import URLError
+
+__all__ = ["canonicalize", "fingerprint", "host_hash", "host_key"]
+
+_DEFAULT_PORT = {"http": "80", "https": "443"}
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+_TAB_OR_NEWLINE = {0x09: None, 0x0A: None, 0x0D: None}
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_HEX_BYTE = [f"%{i:02X}" for i in range(256)]
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_DIGITS = "0123456789"
+_RADIX_DIGITS = {8: frozenset("01234567"), 10: frozenset(_DIGITS), 16: _HEX_DIGITS}
+
+# What may stand unescaped: RFC 3986 pchar (and "/") in the path; in the query
+# also "?", but not "'", which WHATWG escapes in the query of special URLs.
+_PATH_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;=:@/"
+_QUERY_CHARS = r"A-Za-z0-9\-._~!$&()*+,;=:@/?"
+_PATH_FIX = re.compile(rf"%[0-9A-Fa-f]{{2}}|%|[^{_PATH_CHARS}%]+")
+_QUERY_FIX = re.compile(rf"%[0-9A-Fa-f]{{2}}|%|[^{_QUERY_CHARS}%]+")
+
+# A host spelled in more characters than this cannot shrink to 253 by any sane
+# mapping or escaping; refusing it early also keeps the host cache small.
+_MAX_RAW_HOST = 1024
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_AUTHORITY_END = re.compile(r"[/\\?]")
+_LABEL = re.compile(r"[a-z0-9_-]{1,63}")
+_LONG_LABEL = re.compile(r"[^.]{64}")
+_QUERY = rf"(\?[{_QUERY_CHARS}]*)?"
+
+# Fast path: shapes that are canonical as they stand, once hosts with empty or
+# long labels or that might be an IPv4 number, and paths holding "/." (maybe a
+# dot segment) are excluded.
+_FAST_ABSOLUTE = re.compile(rf"(https?://([a-z0-9_.-]+))(/[{_PATH_CHARS}]*)?{_QUERY}")
+_FAST_ABSOLUTE_PATH = re.compile(rf"(/(?!/)[{_PATH_CHARS}]*){_QUERY}")
+_FAST_QUERY = re.compile(_QUERY)
+_FAST_RELATIVE_PATH = re.compile(rf"((?!\.)[{_PATH_CHARS.replace(':', '')}]+){_QUERY}")
+
+
+class _Refusal(Exception):
+    """Internal: why a URL is refused, before the public error names the URL."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class _Base(NamedTuple):
+    """A canonical base URL cut into the pieces relative references reuse."""
+
+    url: str
+    scheme: str
+    origin: str
+    path: str
+    directory: str
+
+
+def canonicalize(url: str, base: str | None = None, max_length: int = 2048) -> str:
+    """Return the canonical form of ``url``, resolved against ``base`` if given.
+
+    Raises :class:`URLError` (and nothing else) when the URL is refused.
+    """
+    try:
+        return _fast(url, base, max_length) or _slow(url, base, max_length)
+    except _Refusal as exc:
+        raise URLError(exc.reason, url, exc.detail) from None
+
+
+def host_key(url: str) -> str:
+    """Return the politeness key of a canonical URL: its host, and its port if not default.
+
+    The scheme is not part of the key, so http and https of one server share it.
+    """
+    start = url.find("://") + 3
+    if start < 3:
+        raise URLError("malformed", url, "not a canonical URL")
+    end = url.find("/", start)
+    return url[start:end] if end >= 0 else url[start:]
+
+
+def host_hash(key: str) -> int:
+    """Return the unsigned 64-bit hash of a host key (mmh3 x64 128, first half, seed 0)."""
+    value: int = mmh3.hash64(key, signed=False)[0]
+    return value
+
+
+def fingerprint(url: str) -> int:
+    """Return the unsigned 64-bit fingerprint of a canonical URL (as :func:`host_hash`)."""
+    value: int = mmh3.hash64(url, signed=False)[0]
+    return value
+
+
+def _fast(url: str, base: str | None, max_length: int) -> str | None:
+    """Return the canonical form of the common already-clean shapes, else None."""
+    cut = url.find("#")
+    head = url if cut < 0 else url[:cut]
+    out: str | None = None
+    match = _FAST_ABSOLUTE.fullmatch(head)
+    if match is not None:
+        host, path = match[2], match[3]
+        if (
+            host[-1] == "."
+            or host[0] == "."
+            or ".." in host
+            or host[host.rfind(".") + 1] in _DIGITS
+            or (len(host) > 63 and (len(host) > 253 or _LONG_LABEL.search(host)))
+        ):
+            return None
+        if path is None:
+            out = f"{match[1]}/{match[4] or ''}"
+        elif "/." not in path:
+            out = head
+    elif base is not None:
+        if not head:
+            out = _base(base, max_length).url
+        elif head[0] == "/":
+            match = _FAST_ABSOLUTE_PATH.fullmatch(head)
+            if match is not None and "/." not in match[1]:
+                out = _base(base, max_length).origin + head
+        elif head[0] == "?":
+            if _FAST_QUERY.fullmatch(head) is not None:
+                parts = _base(base, max_length)
+                out = parts.origin + parts.path + head
+        else:
+            match = _FAST_RELATIVE_PATH.fullmatch(head)
+            if match is not None and "/." not in match[1]:
+                parts = _base(base, max_length)
+                out = parts.origin + parts.directory + head
+    if out is not None and len(out) > max_length:
+        raise _Refusal("too_long", f"longer than {max_length}")
+    return out
+
+
+def _slow(url: str, base: str | None, max_length: int) -> str:
+    """Canonicalize any input by the full WHATWG-style parse."""
+    text = url.strip(_C0_OR_SPACE)
+    if "\t" in text or "\n" in text or "\r" in text:
+        text = text.translate(_TAB_OR_NEWLINE)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Refusal("malformed", "lone surrogate") from None
+    cut = text.find("#")
+    if cut >= 0:
+        text = text[:cut]
+    match = _SCHEME.match(text)
+    scheme = ""
+    rest = text
+    if match is not None:
+        scheme = text[: match.end() - 1].lower()
+        if scheme not in _DEFAULT_PORT:
+            raise _Refusal("scheme", scheme)
+        rest = text[match.end() :]
+    slashes = len(rest) - len(rest.lstrip("/\\"))
+    relative = not scheme or (
+        slashes < 2 and base is not None and _base(base, max_length).scheme == scheme
+    )
+    if not relative:
+        origin, tail = _authority(scheme, rest[slashes:])
+        path, query = _split_query(tail)
+    elif base is None:
+        raise _Refusal("malformed", "relative reference without a base")
+    else:
+        parts = _base(base, max_length)
+        if slashes >= 2:
+            origin, tail = _authority(parts.scheme, rest[slashes:])
+            path, query = _split_query(tail)
+        elif not rest:
+            return parts.url
+        else:
+            origin = parts.origin
+            path, query = _split_query(rest)
+            if rest[0] == "?":
+                path = parts.path
+            elif slashes == 0:
+                path = parts.directory + path
+    out = origin + _path(path)
+    if query is not None:
+        out += "?" + _QUERY_FIX.sub(_fix_escape, query)
+    if len(out) > max_length:
+        raise _Refusal("too_long", f"longer than {max_length}")
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _base(base: str, max_length: int) -> _Base:
+    """Canonicalize a base URL once and cut it into its reusable pieces."""
+    try:
+        url = _fast(base, None, max_length) or _slow(base, None, max_length)
+    except _Refusal as exc:
+        raise _Refusal(exc.reason, f"base {base[:80]!r}: {exc.detail}") from None
+    scheme = url[: url.index(":")]
+    path_start = url.index("/", len(scheme) + 3)
+    query_start = url.find("?", path_start)
+    path = url[path_start:query_start] if query_start >= 0 else url[path_start:]
+    return _Base(url, scheme, url[:path_start], path, path[: path.rfind("/") + 1])
+
+
+def _authority(scheme: str, text: str) -> tuple[str, str]:
+    """Split ``host[:port]`` off ``text``; return (``scheme://host[:port]``, the rest)."""
+    match = _AUTHORITY_END.search(text)
+    end = match.start() if match is not None else len(text)
+    authority = text[:end].rpartition("@")[2]
+    if authority.startswith("["):
+        close = authority.find("]")
+        if close < 0:
+            raise _Refusal("bad_host", "unclosed [")
+        raw_host, after = authority[: close + 1], authority[close + 1 :]
+        if after and after[0] != ":":
+            raise _Refusal("bad_host", "text after ]")
+        port = after[1:]
+    else:
+        raw_host, _, port = authority.partition(":")
+    if not raw_host:
+        raise _Refusal("no_host", "empty host")
+    if len(raw_host) > _MAX_RAW_HOST:
+        raise _Refusal("bad_host", "host longer than 253")
+    origin = f"{scheme}://{_host(raw_host)}"
+    if port:
+        if not (port.isascii() and port.isdigit()):
+            raise _Refusal("bad_host", "port is not a number")
+        port = port.lstrip("0") or "0"
+        if len(port) > 5 or int(port) > 65535:
+            raise _Refusal("bad_host", "port out of range")
+        if port != _DEFAULT_PORT[scheme]:
+            origin += ":" + port
+    return origin, text[end:]
+
+
+def _split_query(text: str) -> tuple[str, str | None]:
+    """Split a path-and-query at its first ``?``."""
+    mark = text.find("?")
+    return (text, None) if mark < 0 else (text[:mark], text[mark + 1 :])
+
+
+def _path(path: str) -> str:
+    """Normalize a path: slashes, percent-escapes, then dot segments."""
+    if "\\" in path:
+        path = path.replace("\\", "/")
+    path = _PATH_FIX.sub(_fix_escape, path)
+    if "/." in path:
+        path = _remove_dot_segments(path)
+    return path or "/"
+
+
+def _remove_dot_segments(path: str) -> str:
+    """Remove "." and ".." segments from an absolute path (RFC 3986 5.2.4)."""
+    segments = path[1:].split("/")
+    last = len(segments) - 1
+    out: list[str] = []
+    for i, segment in enumerate(segments):
+        if segment == "..":
+            if out:
+                out.pop()
+            if i == last:
+                out.append("")
+        elif segment == ".":
+            if i == last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def _fix_escape(match: re.Match[str]) -> str:
+    """Normalize one percent-escape, or escape a run of characters that need it."""
+    text = match[0]
+    if text[0] == "%":
+        if len(text) == 1:
+            return "%25"
+        char = chr(int(text[1:], 16))
+        return char if char in _UNRESERVED else text.upper()
+    return "".join([_HEX_BYTE[byte] for byte in text.encode("utf-8")])
+
+
+@functools.lru_cache(maxsize=4096)
+def _host(raw: str) -> str:
+    """Return the canonical form of a host (domain, IPv4 or bracketed IPv6)."""
+    if raw[0] == "[":
+        if raw[-1] != "]":
+            raise _Refusal("bad_host", "unclosed [")
+        return f"[{_ipv6(raw[1:-1])}]"
+    if "%" in raw:
+        try:
+            raw = _percent_decode(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Refusal("bad_host", "escapes are not UTF-8") from None
+    if raw.isascii():
+        host = raw.lower()
+    else:
+        try:
+            host = idna.uts46_remap(raw, std3_rules=False, transitional=False)
+        except UnicodeError as exc:
+            raise _Refusal("bad_host", f"IDNA: {exc}") from None
+    if host.endswith("."):
+        host = host[:-1]
+    labels = host.split(".")
+    last = labels[-1]
+    if last.isascii() and (last.isdigit() or (last[:2] == "0x" and _is_hex(last[2:]))):
+        return _ipv4(labels)
+    for i, label in enumerate(labels):
+        if label.isascii():
+            if _LABEL.fullmatch(label) is None:
+                raise _Refusal("bad_host", f"bad label {label[:70]!r}")
+        else:
+            try:
+                labels[i] = idna.encode(label, uts46=True, transitional=False).decode("ascii")
+            except UnicodeError as exc:
+                raise _Refusal("bad_host", f"IDNA: {exc}") from None
+    host = ".".join(labels)
+    if len(host) > 253:
+        raise _Refusal("bad_host", "host longer than 253")
+    return host
+
+
+def _percent_decode(text: str) -> bytes:
+    """Decode ``%XX`` escapes to bytes, leaving a lone ``%`` as it is."""
+    pieces = text.split("%")
+    out = bytearray(pieces[0].encode("utf-8"))
+    for piece in pieces[1:]:
+        if len(piece) >= 2 and _is_hex(piece[:2]):
+            out.append(int(piece[:2], 16))
+            out += piece[2:].encode("utf-8")
+        else:
+            out += b"%" + piece.encode("utf-8")
+    return bytes(out)
+
+
+def _is_hex(text: str) -> bool:
+    return all(char in _HEX_DIGITS for char in text)
+
+
+def _ipv4(parts: list[str]) -> str:
+    """Parse a host that ends in a number as WHATWG's IPv4 parser does."""
+    if len(parts) > 4:
+        raise _Refusal("bad_host", "more than four IPv4 parts")
+    numbers = [_ipv4_number(part) for part in parts]
+    if any(number > 255 for number in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
+        raise _Refusal("bad_host", "IPv4 part out of range")
+    address = numbers[-1]
+    for i, number in enumerate(numbers[:-1]):
+        address += number << (8 * (3 - i))
+    return ".".join(str((address >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
+def _ipv4_number(part: str) -> int:
+    """One IPv4 part: decimal, ``0x`` hex or ``0`` octal (WHATWG IPv4 number parser)."""
+    radix, digits = 10, part
+    if part[:2] in ("0x", "0X"):
+        radix, digits = 16, part[2:]
+    elif len(part) >= 2 and part[0] == "0":
+        radix, digits = 8, part[1:]
+    digits = digits.lstrip("0")
+    # Twelve significant digits exceed 2**32 in any of the radixes, and keep int() cheap.
+    if not part or len(digits) > 12 or not all(c in _RADIX_DIGITS[radix] for c in digits):
+        raise _Refusal("bad_host", f"bad IPv4 part {part[:20]!r}")
+    return int(digits or "0", radix)
+
+
+def _ipv6(text: str) -> str:
+    """Parse and serialize an IPv6 address as WHATWG does (compressed, lowercase hex)."""
+    pieces = _parse_ipv6(text)
+    if pieces is None:
+        raise _Refusal("bad_host", "bad IPv6 address")
+    best, best_len, run, run_len = -1, 1, -1, 0
+    for i, piece in enumerate(pieces):
+        if piece == 0:
+            if run_len == 0:
+                run = i
+            run_len += 1
+            if run_len > best_len:
+                best, best_len = run, run_len
+        else:
+            run_len = 0
+    if best < 0:
+        return ":".join(f"{piece:x}" for piece in pieces)
+    head = ":".join(f"{piece:x}" for piece in pieces[:best])
+    tail = ":".join(f"{piece:x}" for piece in pieces[best + best_len :])
+    return f"{head}::{tail}"
+
+
+def _parse_ipv6(text: str) -> list[int] | None:
+    """WHATWG's IPv6 parser: eight 16-bit pieces, or None on failure."""
+    address = [0] * 8
+    piece, compress, i, n = 0, -1, 0, len(text)
+    if text.startswith(":"):
+        if not text.startswith("::"):
+            return None
+        i, piece, compress = 2, 1, 1
+    while i < n:
+        if piece == 8:
+            return None
+        if text[i] == ":":
+            if compress >= 0:
+                return None
+            i += 1
+            piece += 1
+            compress = piece
+            continue
+        value = length = 0
+        while length < 4 and i < n and text[i] in _HEX_DIGITS:
+            value = value * 16 + int(text[i], 16)
+            i += 1
+            length += 1
+        if i < n and text[i] == ".":
+            if length == 0 or piece > 6:
+                return None
+            return _embedded_ipv4(text[i - length :], address, piece, compress)
+        if i < n and text[i] == ":":
+            i += 1
+            if i == n:
+                return None
+        elif i < n:
+            return None
+        address[piece] = value
+        piece += 1
+    return _expand(address, piece, compress)
+
+
+def _embedded_ipv4(text: str, address: list[int], piece: int, compress: int) -> list[int] | None:
+    """The dotted-decimal tail of an IPv6 address: exactly four decimal parts, no leading 0."""
+    parts = text.split(".")
+    if len(parts) != 4:
+        return None
+    for k, part in enumerate(parts):
+        if not part or not (part.isascii() and part.isdigit()) or len(part) > 3:
+            return None
+        if (part[0] == "0" and len(part) > 1) or int(part) > 255:
+            return None
+        address[piece] = address[piece] * 0x100 + int(part)
+        if k % 2:
+            piece += 1
+    return _expand(address, piece, compress)
+
+
+def _expand(address: list[int], piece: int, compress: int) -> list[int] | None:
+    """Move the pieces after a ``::`` to the end of the address."""
+    if compress < 0:
+        return address if piece == 8 else None
+    swaps = piece - compress
+    piece = 7
+    while piece != 0 and swaps > 0:
+        other = compress + swaps - 1
+        address[piece], address[other] = address[other], address[piece]
+        piece -= 1
+        swaps -= 1
+    return address

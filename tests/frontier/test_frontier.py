@@ -1,0 +1,264 @@
+"""The frontier's behaviour on a real LMDB store, live and after close + reopen."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from tests.frontier.conftest import Opener, rec
+
+OK = Outcome("ok", 200)
+ROBOTS_OK = Outcome("robots_ok", 200, robots_until=1e9)
+
+
+def lease_now(f: Frontier, now: float) -> Lease:
+    ready = f.pop_ready(now)
+    assert ready.lease is not None, f"nothing ready at {now}: wake at {ready.wake_at}"
+    return ready.lease
+
+
+def serve(f: Frontier, now: float, download: float = 0.01) -> Lease | None:
+    """Pop one lease, answer robots with allow-all and pages with ok."""
+    ready = f.pop_ready(now)
+    if ready.lease is None:
+        return None
+    outcome = ROBOTS_OK if ready.lease.kind == ROBOTS else OK
+    f.done(ready.lease, outcome, now, now + download)
+    return ready.lease
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_admit_refuses_duplicates_depth_and_budget(
+    opener: Callable[..., Opener], reopen: bool
+) -> None:
+    o = opener(frontier={"max_depth": 3, "max_urls_per_host": 3})
+    f = o.open()
+    urls = [rec(f"http://a.test/{i}") for i in range(5)] + [rec("http://b.test/", depth=4)]
+    assert f.admit(urls, 0.0) == 3
+    if reopen:
+        f = o.reopen(0.0)
+    assert f.admit([rec("http://a.test/0"), rec("HTTP://A.test:80/1#x")], 0.0) == 0
+    stats = f.stats()
+    assert stats["frontier/admitted"] == 3
+    assert stats["frontier/refused/host_budget"] == 2
+    assert stats["frontier/refused/depth"] == 1
+    assert stats["frontier/duplicates"] == 2
+    assert stats["frontier/pending"] == 3
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_robots_first_then_pages_with_delay(opener: Callable[..., Opener], reopen: bool) -> None:
+    o = opener()
+    f = o.open()
+    f.admit([rec("http://a.test/1"), rec("http://a.test/2")], 0.0)
+    first = lease_now(f, 0.0)
+    assert first.kind == ROBOTS and first.record.url == "http://a.test/robots.txt"
+    assert f.pop_ready(0.0).lease is None, "one fetch per host at a time"
+    f.done(first, ROBOTS_OK, 0.4, 0.5)  # 0.1 s x factor 10: next at 1.5
+    f.commit(0.5)
+    if reopen:
+        f = o.reopen(0.5)
+    ready = f.pop_ready(1.0)
+    assert ready.lease is None and ready.wake_at == pytest.approx(1.5)
+    page = lease_now(f, 1.5)
+    assert page.kind == PAGE and page.record.url in {"http://a.test/1", "http://a.test/2"}
+    f.done(page, OK, 1.6, 1.7)
+    assert f.pop_ready(2.6).lease is None
+    assert lease_now(f, 2.7).kind == PAGE
+    assert f.stats()["frontier/done/ok"] == 1
+
+
+def test_download_scaled_delay_and_retry_after(opener: Callable[..., Opener]) -> None:
+    f = opener().open()
+    f.admit([rec(f"http://a.test/{i}") for i in range(3)], 0.0)
+    f.done(lease_now(f, 0.0), ROBOTS_OK, 0.0, 0.0)
+    page = lease_now(f, 1.0)
+    f.done(page, OK, 1.0, 1.5)  # 0.5 s download x factor 10 = 5 s
+    assert f.pop_ready(6.49).lease is None
+    page = lease_now(f, 6.5)
+    f.done(page, Outcome("http_503", 503, retry_after=8.0), 6.5, 6.5)
+    assert f.pop_ready(14.4).lease is None
+    again = lease_now(f, 14.5)
+    assert again.record.url == page.record.url and again.record.attempts == 1
+
+
+def test_retries_then_final(opener: Callable[..., Opener]) -> None:
+    f = opener(frontier={"max_retries": 2}).open()
+    f.admit([rec("http://a.test/x")], 0.0)
+    f.done(lease_now(f, 0.0), ROBOTS_OK, 0.0, 0.0)
+    now = 1.0
+    for attempt in range(3):
+        lease = lease_now(f, now)
+        assert lease.record.attempts == attempt
+        f.done(lease, Outcome("timeout"), now, now + 0.1)
+        now += 100.0
+    stats = f.stats()
+    assert stats["frontier/retried"] == 2
+    assert stats["frontier/done/timeout"] == 1
+    assert stats["frontier/pending"] == 0
+    assert f.pop_ready(now).wake_at is None
+
+
+def test_not_contacted_outcome_keeps_the_clock(opener: Callable[..., Opener]) -> None:
+    f = opener().open()
+    f.admit([rec("http://a.test/private/1"), rec("http://a.test/2")], 0.0)
+    f.done(lease_now(f, 0.0), ROBOTS_OK, 0.0, 0.0)
+    first = lease_now(f, 1.0)
+    f.done(first, Outcome("robots", contacted=False), 1.0, 1.0)
+    assert lease_now(f, 1.0).kind == PAGE, "a URL refused by robots costs the host no delay"
+
+
+def test_robots_unreachable_ends_the_host(opener: Callable[..., Opener]) -> None:
+    f = opener().open()
+    f.admit([rec(f"http://bad.test/{i}") for i in range(4)], 0.0)
+    lease = lease_now(f, 0.0)
+    f.done(lease, Outcome("robots_retry", 503, retry_after=5.0), 0.0, 0.0)
+    assert f.pop_ready(4.0).lease is None
+    lease = lease_now(f, 5.0)
+    assert lease.kind == ROBOTS and lease.record.attempts == 1
+    f.done(lease, Outcome("robots_unreachable", 503), 5.0, 5.0)
+    assert f.pop_ready(100.0).wake_at is None
+    f.admit([rec("http://bad.test/late")], 100.0)
+    stats = f.stats()
+    assert stats["frontier/done/robots_unreachable"] == 4
+    assert stats["frontier/refused/robots_unreachable"] == 1
+    assert stats["frontier/pending"] == 0
+
+
+def test_priority_survives_the_back_end(opener: Callable[..., Opener]) -> None:
+    o = opener(robots={"enabled": False})
+    f = o.open()
+    f.admit([rec(f"http://h{i}.test/", hint=level) for i, level in enumerate([5, 2, 8, 1, 3])], 0.0)
+    order = [lease_now(f, 0.0).record.url for _ in range(5)]
+    assert order == [f"http://h{i}.test/" for i in (3, 1, 4, 0, 2)]
+
+
+def test_aging_lets_an_old_ready_host_go_first(opener: Callable[..., Opener]) -> None:
+    f = opener(robots={"enabled": False}, frontier={"aging": 1.0}).open()
+    f.admit([rec("http://low.test/a", hint=4), rec("http://low.test/b", hint=4)], 0.0)
+    f.done(lease_now(f, 0.0), OK, 0.0, 0.0)  # low.test ready again at 1.0
+    f.admit([rec("http://high.test/a", hint=1)], 0.0)
+    f.pop_ready(0.5)  # binds high.test, ready at 0.5 (scheduled then)
+    f.leased.clear()
+    # low.test: 4 + 1.0 x 1.0 = 5.0 ; high.test: 1 + 0.5 = 1.5 -> high first at t=2
+    assert f.pop_ready(2.0).lease is not None
+
+
+def test_release_keeps_next_allowed(opener: Callable[..., Opener]) -> None:
+    f = opener(robots={"enabled": False}).open()
+    f.admit([rec("http://a.test/1")], 0.0)
+    f.done(lease_now(f, 0.0), OK, 0.0, 0.5)  # queue empties: host released, next at 5.5
+    assert f.stats()["frontier/hosts/bound"] == 0
+    f.admit([rec("http://a.test/2")], 1.0)
+    ready = f.pop_ready(1.0)
+    assert ready.lease is None and ready.wake_at == pytest.approx(5.5)
+    assert lease_now(f, 5.5).record.url == "http://a.test/2"
+
+
+def test_long_backoff_parks_the_host(opener: Callable[..., Opener]) -> None:
+    f = opener(
+        robots={"enabled": False}, frontier={"park_horizon": 10.0},
+        politeness={"retry_after_cap": 100.0},
+    ).open()
+    f.admit([rec("http://a.test/1"), rec("http://a.test/2")], 0.0)
+    f.done(lease_now(f, 0.0), Outcome("http_429", 429, retry_after=60.0), 0.0, 0.0)
+    stats = f.stats()
+    assert stats["frontier/hosts/bound"] == 0 and stats["frontier/hosts/parked"] == 1
+    assert f.pop_ready(49.0).lease is None
+    assert f.pop_ready(59.9).lease is None
+    assert lease_now(f, 60.0).record.attempts == 1
+
+
+def test_eviction_when_every_slot_waits(opener: Callable[..., Opener]) -> None:
+    f = opener(
+        robots={"enabled": False},
+        frontier={"min_bound_hosts": 2, "max_bound_hosts": 2, "park_horizon": 1000.0},
+        politeness={"min_delay": 50.0, "max_delay": 50.0},
+    ).open()
+    f.admit([rec(f"http://h{i}.test/{j}") for i in range(2) for j in range(3)], 0.0)
+    for _ in range(2):
+        serve(f, 0.0)
+    f.admit([rec("http://new.test/1")], 1.0)
+    lease = lease_now(f, 1.0)
+    assert lease.record.url == "http://new.test/1"
+    stats = f.stats()
+    assert stats["frontier/evicted"] == 1 and stats["frontier/hosts/parked"] == 1
+    f.done(lease, OK, 1.0, 1.0)
+    assert f.pop_ready(49.9).lease is None, "an evicted host keeps its next-allowed time"
+    assert sum(serve(f, 51.0) is not None for _ in range(3)) == 2
+
+
+def test_block_drains_a_host(opener: Callable[..., Opener]) -> None:
+    f = opener(robots={"enabled": False}).open()
+    f.admit([rec(f"http://a.test/{i}") for i in range(3)] + [rec("http://b.test/")], 0.0)
+    f.pop_ready(0.0)
+    f.leased.clear()
+    f.block("a.test", "denied", 0.0)
+    f.block("b.test", "denied", 0.0)
+    f.admit([rec("http://a.test/later")], 0.0)
+    stats = f.stats()
+    assert stats.get("frontier/done/denied", 0) + stats.get("frontier/refused/denied", 0) >= 2
+
+
+def test_counters_survive_reopen_and_crash(opener: Callable[..., Opener]) -> None:
+    o = opener(robots={"enabled": False})
+    f = o.open()
+    f.admit([rec(f"http://h{i}.test/{j}") for i in range(3) for j in range(4)], 0.0)
+    for step in range(4):
+        serve(f, step * 2.0)
+    f.commit(10.0)
+    before = f.stats()
+    f.admit([rec("http://h0.test/uncommitted")], 10.0)
+    f = o.reopen(10.0, crash=True)
+    after = f.stats()
+    for key in ("frontier/admitted", "frontier/pending", "frontier/done/ok"):
+        assert after[key] == before[key], key
+
+
+def test_chooser_distribution(opener: Callable[..., Opener]) -> None:
+    """100,000 draws over 4 non-empty levels match weights 1, 1/2, 1/4, 1/8 within 2%."""
+    f = opener(frontier={"levels": 4}).open(seed=42)
+    f.front.sizes = [1, 1, 1, 1]
+    draws = Counter(f.front.choose() for _ in range(100_000))
+    weights = [1, 0.5, 0.25, 0.125]
+    for level, weight in enumerate(weights, 1):
+        expected = weight / sum(weights)
+        assert abs(draws[level] / 100_000 - expected) < 0.02 * expected + 0.002, (level, draws)
+    f.front.sizes = [0, 1, 0, 1]
+    draws = Counter(f.front.choose() for _ in range(20_000))
+    assert set(draws) == {2, 4}
+    assert abs(draws[2] / 20_000 - 0.8) < 0.02
+    f.front.sizes = [0, 0, 0, 0]
+
+
+def test_no_ready_host_starves(opener: Callable[..., Opener]) -> None:
+    """More ready hosts than the caller serves: each is served within the stated bound.
+
+    Bound: a host ready at t goes before any host that became ready after
+    t + (levels - 1) / aging. With 40 hosts, levels 1..8, aging 1/s, one fetch
+    served every 0.1 s and a 1 s delay, every host is served within
+    (levels - 1) / aging + hosts × 0.1 s of becoming ready.
+    """
+    f = opener(
+        robots={"enabled": False}, frontier={"aging": 1.0, "min_bound_hosts": 64},
+        politeness={"min_delay": 1.0, "max_delay": 1.0},
+    ).open()
+    f.admit(
+        [rec(f"http://h{i}.test/{j}", hint=1 + i % 8) for i in range(40) for j in range(50)], 0.0
+    )
+    ready_since: dict[int, float] = {}
+    worst = 0.0
+    now = 0.0
+    for _ in range(1200):
+        f.heap.promote(now, f._head_level)
+        for hh, is_ready in f.heap._where.items():
+            if is_ready:
+                ready_since.setdefault(hh, now)
+        lease = serve(f, now, download=0.0)
+        if lease is not None:
+            worst = max(worst, now - ready_since.pop(lease.host_hash, now))
+        now += 0.1
+    assert worst <= 7.0 + 40 * 0.1, worst
