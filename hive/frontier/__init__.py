@@ -113,6 +113,7 @@ class Frontier:
         self.leased: dict[int, Lease] = {}
         self._dirty: set[int] = set()
         self._download_ema = 0.05
+        self._target = self._compute_target()
         meta = self.store.get("meta", b"state")
         state = json.loads(meta) if meta else {}
         self._seq: int = state.get("seq", 0)
@@ -214,6 +215,9 @@ class Frontier:
 
     def target_bound(self) -> int:
         """b: enough bound hosts to keep every fetch thread busy, within the configured bounds."""
+        return self._target
+
+    def _compute_target(self) -> int:
         return self.politeness.bound_hosts(
             self.threads, self._download_ema, self.cfg.min_bound_hosts, self.cfg.max_bound_hosts
         )
@@ -235,7 +239,7 @@ class Frontier:
         self.back.save(hh, host)
 
     def _refill(self, now: float) -> None:
-        target = self.target_bound()
+        target = self._target
         back = self.back
         while len(back.bound) < target:
             first = back.first_parked()
@@ -248,15 +252,21 @@ class Frontier:
             head = back.head(first[1])
             host.head_level = head[0][8] if head else 1
         draws = 0
-        while len(back.bound) < target and len(self.front) and draws < self.cfg.draw_batch:
-            self._draw(now, evict=False)
+        while len(back.bound) < target and draws < self.cfg.draw_batch and len(self.front):
+            if self._draw(now, evict=False)[0] == "empty":
+                break
             draws += 1
 
-    def _draw(self, now: float, evict: bool) -> HostState | None:
-        """Move one URL from the front to its host's back queue; the host if it was bound."""
+    def _draw(self, now: float, evict: bool) -> tuple[str, HostState | None]:
+        """Move one URL from the front to its host's back queue.
+
+        Returns where it went — ``joined`` a bound host, ``bound`` its host
+        (the host is returned), ``parked`` on disk, ``refused`` (blocked host),
+        or ``empty`` — so that callers can stop drawing at the right moment.
+        """
         drawn = self.front.pop()
         if drawn is None:
-            return None
+            return "empty", None
         level, data = drawn
         record = UrlRecord.decode(data)
         hh = host_hash(record.host_key)
@@ -264,18 +274,18 @@ class Frontier:
         if host is not None:
             self.back.append(hh, host, level, self._next_seq(), data)
             self._dirty.add(hh)
-            return None
+            return "joined", host
         host = self.back.host(hh) or HostState(record.host_key)
         if host.blocked:
             self._finish(url_key(hh, fingerprint(record.url)), host.blocked)
-            return None
+            return "refused", None
         self.back.append(hh, host, level, self._next_seq(), data)
-        if len(self.back.bound) < self.target_bound() or (evict and self._evict_for(host, now)):
+        if len(self.back.bound) < self._target or (evict and self._evict_for(host, now)):
             self._bind(hh, host, now)
-            return host
+            return "bound", host
         self.back.park(hh, host)
         self.back.save(hh, host)
-        return None
+        return "parked", host
 
     def _evict_for(self, newcomer: HostState, now: float) -> bool:
         """Park a bound host so that ``newcomer`` can be served sooner.
@@ -354,14 +364,20 @@ class Frontier:
     def _evict_and_bind(self, now: float) -> bool:
         """Nothing bound is ready: draw from the front, evicting for a host that comes sooner.
 
-        True when the host bound is ready now; drawing stops at the first bind.
+        Only hosts waiting in the heap can be evicted (never one in flight), so
+        with none there is nothing to draw for. Drawing stops at the first URL
+        of an unbound host, bound or parked: a failed eviction must not turn
+        the front into parked queues (host-table thrash). True when the host
+        bound is ready now.
         """
+        if not len(self.heap):
+            return False
         for _ in range(self.cfg.draw_batch):
-            if not len(self.front):
-                return False
-            host = self._draw(now, evict=True)
-            if host is not None:
+            placed, host = self._draw(now, evict=True)
+            if placed == "bound" and host is not None:
                 return host.next_allowed <= now
+            if placed in ("parked", "empty"):
+                return False
         return False
 
     def _wake_at(self, now: float) -> float | None:
@@ -369,7 +385,7 @@ class Frontier:
         next_time = self.heap.next_time()
         if next_time is not None:
             times.append(next_time)
-        if len(self.back.bound) < self.target_bound():
+        if len(self.back.bound) < self._target:
             if len(self.front):
                 times.append(now)
             parked = self.back.first_parked()
@@ -468,6 +484,7 @@ class Frontier:
         state = {"seq": self._seq, "counts": self.counts, "back_queued": self.back.queued}
         self.store.put("meta", b"state", json.dumps(state).encode())
         self.store.commit(now)
+        self._target = self._compute_target()
 
     def stats(self) -> dict[str, int]:
         ready, waiting = self.heap.counts()

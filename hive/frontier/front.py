@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from hive.frontier.store import LEVEL_SEQ, Store, front_key
+from hive.frontier.store import Store, front_key
 
 
 class FrontQueues:
@@ -34,31 +34,38 @@ class FrontQueues:
                         break
                     count += 1
             self.sizes[level - 1] = count
+        self._reweigh()
 
     def __len__(self) -> int:
-        return sum(self.sizes)
+        return self._total
+
+    def _reweigh(self) -> None:
+        """Cumulative weights of the non-empty levels; redone only when one empties or fills."""
+        self._live: list[tuple[float, int]] = []
+        total = 0.0
+        for i, size in enumerate(self.sizes):
+            if size:
+                total += self.weights[i]
+                self._live.append((total, i + 1))
+        self._total = sum(self.sizes)
 
     def push(self, level: int, seq: int, record: bytes) -> None:
         self.store.put("front", front_key(level, seq), record)
         self.sizes[level - 1] += 1
+        self._total += 1
+        if self.sizes[level - 1] == 1:
+            self._reweigh()
 
     def choose(self) -> int | None:
         """A non-empty level drawn with the bias, or None when all are empty."""
-        total = 0.0
-        for size, weight in zip(self.sizes, self.weights, strict=True):
-            if size:
-                total += weight
-        if total == 0.0:
+        live = self._live
+        if not live:
             return None
-        point = self.rng.random() * total
-        last = 0
-        for i, (size, weight) in enumerate(zip(self.sizes, self.weights, strict=True)):
-            if size:
-                last = i + 1
-                point -= weight
-                if point < 0:
-                    return last
-        return last
+        point = self.rng.random() * live[-1][0]
+        for cumulative, level in live:
+            if point < cumulative:
+                return level
+        return live[-1][1]
 
     def pop(self) -> tuple[int, bytes] | None:
         """Take the oldest URL of a chosen level: (level, record bytes)."""
@@ -66,12 +73,13 @@ class FrontQueues:
         if level is None:
             return None
         cursor = self.store.cursor("front")
-        if not cursor.set_range(bytes([level])):
+        if not cursor.set_range(bytes([level])) or cursor.key()[0] != level:
             raise AssertionError(f"front level {level} counted non-empty but has no keys")
-        key, value = cursor.item()
-        if LEVEL_SEQ.unpack(key)[0] != level:
-            raise AssertionError(f"front level {level} counted non-empty but has no keys")
+        value = bytes(cursor.value())
         cursor.delete()
         self.store.ops += 1
         self.sizes[level - 1] -= 1
-        return level, bytes(value)
+        self._total -= 1
+        if not self.sizes[level - 1]:
+            self._reweigh()
+        return level, value

@@ -45,6 +45,10 @@ class ReadyHeap:
         self._token.pop(host, None)
         self._where.pop(host, None)
 
+    def __len__(self) -> int:
+        """Hosts in either heap."""
+        return len(self._token)
+
     def __contains__(self, host: int) -> bool:
         return host in self._token
 

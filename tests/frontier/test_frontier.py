@@ -222,16 +222,19 @@ def test_chooser_distribution(opener: Callable[..., Opener]) -> None:
     """100,000 draws over 4 non-empty levels match weights 1, 1/2, 1/4, 1/8 within 2%."""
     f = opener(frontier={"levels": 4}).open(seed=42)
     f.front.sizes = [1, 1, 1, 1]
+    f.front._reweigh()
     draws = Counter(f.front.choose() for _ in range(100_000))
     weights = [1, 0.5, 0.25, 0.125]
     for level, weight in enumerate(weights, 1):
         expected = weight / sum(weights)
         assert abs(draws[level] / 100_000 - expected) < 0.02 * expected + 0.002, (level, draws)
     f.front.sizes = [0, 1, 0, 1]
+    f.front._reweigh()
     draws = Counter(f.front.choose() for _ in range(20_000))
     assert set(draws) == {2, 4}
     assert abs(draws[2] / 20_000 - 0.8) < 0.02
     f.front.sizes = [0, 0, 0, 0]
+    f.front._reweigh()
 
 
 def test_no_ready_host_starves(opener: Callable[..., Opener]) -> None:
