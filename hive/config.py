@@ -188,7 +188,8 @@ def _check_range(key: str, value: Any) -> None:
 
 def _check_whole(cfg: Config) -> None:
     if not 0 < cfg.frontier.level_ratio <= 1:
-        raise ConfigError(f"frontier.level_ratio: must be in (0, 1], got {cfg.frontier.level_ratio}")
+        ratio = cfg.frontier.level_ratio
+        raise ConfigError(f"frontier.level_ratio: must be in (0, 1], got {ratio}")
     if ":" not in cfg.frontier.prioritizer:
         raise ConfigError(
             f"frontier.prioritizer: expected 'module:function', got {cfg.frontier.prioritizer!r}"

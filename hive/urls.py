@@ -24,7 +24,11 @@ special schemes http and https; normalization follows RFC 3986 section 6):
   ``a.com`` share a queue. Every IPv4 spelling WHATWG accepts is written as
   dotted decimal (``0x7f.1`` is ``127.0.0.1``); IPv6 is compressed and
   lowercased, IPv4-mapped addresses in hex as WHATWG does. A host ending in a
-  number that is not a valid IPv4 address is refused.
+  number that is not a valid IPv4 address is refused. Two deliberate gaps:
+  ``xn--`` labels are not decoded to check them (a bogus one fails at DNS),
+  and a non-ASCII label must also pass the ``idna`` package's IDNA 2008
+  checks, which refuse some labels browsers take (``☃``, or ``_`` or a
+  leading ``-`` beside non-ASCII letters).
 - The default port (80 for http, 443 for https) and an empty port are dropped.
 - Dot segments are removed (RFC 3986 5.2.4; ``%2e`` counts as a dot); an
   empty path becomes ``/``.
@@ -137,9 +141,9 @@ def host_key(url: str) -> str:
     return url[start:end] if end >= 0 else url[start:]
 
 
-def host_hash(key: str) -> int:
+def host_hash(host_key: str) -> int:
     """Return the unsigned 64-bit hash of a host key (mmh3 x64 128, first half, seed 0)."""
-    value: int = mmh3.hash64(key, signed=False)[0]
+    value: int = mmh3.hash64(host_key, signed=False)[0]
     return value
 
 

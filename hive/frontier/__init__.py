@@ -16,9 +16,9 @@ from the restart and their URLs are pending again.
 Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
 the URL at the head of its host's queue with ``attempts + 1`` (the host backs
 off) until ``max_retries``; every other outcome is final. Robots leases
-(kind ``robots``) take the outcomes ``robots_ok``, ``robots_retry`` and
-``robots_unreachable``; the last blocks the host, whose URLs then end with
-that outcome.
+(kind ``robots``) take the outcomes ``robots_ok`` and ``robots_retry``; any
+other (``robots_unreachable``, ``refused_address``) blocks the host, whose URLs
+then end with that outcome.
 """
 
 from __future__ import annotations
@@ -457,7 +457,7 @@ class Frontier:
                 host.next_allowed = max(host.next_allowed, finished + outcome.retry_after)
         else:
             host.robots_tries += 1
-            host.blocked = "robots_unreachable"
+            host.blocked = outcome.kind
 
     def block(self, host_key: str, reason: str, now: float) -> None:
         """Take a host out of the crawl: its queued URLs and every later one end with ``reason``."""

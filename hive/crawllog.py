@@ -1,0 +1,70 @@
+"""The crawl log: one JSON line per outcome, so "what happened to this URL?" has an answer.
+
+What Heritrix's crawl.log gives its users, as JSON lines that ``grep`` and
+``jq`` read: time, outcome kind, HTTP status, bytes, download seconds, URL,
+the URL it was found on, depth, and a message for failures and refusals. One
+file per worker under ``DATA/logs/``, rotated past a size: the live file is
+``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
+worker's frontier thread; lines are flushed at each commit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import IO
+
+
+class CrawlLog:
+    def __init__(self, directory: Path, name: str, max_bytes: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{name}.jsonl"
+        self.max_bytes = max_bytes
+        self._file: IO[str] = self.path.open("a", encoding="utf-8")
+        self._size = self.path.stat().st_size
+        self.lines = 0
+
+    def write(
+        self,
+        now: float,
+        outcome: str,
+        url: str,
+        *,
+        status: int | None = None,
+        size: int = 0,
+        download: float = 0.0,
+        via: str = "",
+        depth: int = 0,
+        message: str = "",
+    ) -> None:
+        entry: dict[str, object] = {
+            "t": round(now, 3), "outcome": outcome, "status": status, "bytes": size,
+            "dl": round(download, 4), "url": url, "via": via, "depth": depth,
+        }
+        if message:
+            entry["msg"] = message
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        self._file.write(line)
+        self._size += len(line)
+        self.lines += 1
+        if self._size >= self.max_bytes:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        self._file.close()
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        target = self.path.with_name(f"{self.path.stem}.{stamp}.jsonl")
+        n = 1
+        while target.exists():
+            target = self.path.with_name(f"{self.path.stem}.{stamp}-{n}.jsonl")
+            n += 1
+        self.path.rename(target)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._size = 0
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,346 @@
+"""Links out of a fetched page, and the crawl's scope (pure functions).
+
+This module owns two decisions: which URLs a page links to, and which of
+those the crawl follows.
+
+Link extraction (:func:`extract_links`), policy:
+
+* Only HTML is parsed: Content-Type ``text/html`` or ``application/xhtml+xml``,
+  or no (or an empty) Content-Type. A body that sniffs as binary (a NUL byte, a PDF
+  signature or more than 2 % binary control bytes in its first KiB, no UTF-16
+  byte-order mark) is not parsed, whatever its label; the result says why.
+* The parser is selectolax's lexbor, fed bytes. A charset is decoded only when
+  the Content-Type header names one other than UTF-8; otherwise lexbor sniffs a
+  byte-order mark or a ``<meta charset>`` in the first KiB and reads UTF-8 by
+  default. (Non-ASCII in a link is escaped as UTF-8 by canonicalization, query
+  included, where a browser would use the page's encoding for the query.)
+* Links come from ``a`` and ``area`` ``href``, ``frame`` and ``iframe`` ``src``,
+  ``link`` elements that name a page (``rel`` canonical, alternate, next, prev,
+  previous; not a stylesheet or icon, nor an alternate of a non-HTML type such
+  as a feed), and a meta refresh URL. They resolve against the first
+  ``<base href>`` (itself resolved against the page URL).
+* ``rel=nofollow`` on a link, and ``<meta name=robots>`` with ``nofollow`` or
+  ``none``, drop links when ``honour_nofollow``; a link followable from one
+  spot on the page is followed. A meta refresh is a redirect, not a link: it is
+  kept on a nofollow page.
+* Raw hrefs are de-duplicated before canonicalization (pages repeat links);
+  fragment-only and empty hrefs and links back to the page itself are dropped.
+  A refused link is counted under its :class:`~hive.errors.URLError` reason
+  (``scheme`` covers javascript:, mailto:, data:, tel: and the like).
+
+Scope (:class:`Scope`), policy: checks run in this order and the first
+failure names the reason: URL length (``too_long``), path depth
+(``path_depth``), a path segment repeated ``max_segment_repeat`` times or more
+(``segment_repeat``), the deny patterns (``deny``), the allow patterns when
+any are given (``not_allowed``), then the mode against the page the link was
+found on: ``host`` keeps the host key (``scope_host``), ``domain`` the
+registered domain (``scope_domain``), ``any`` keeps everything. Registered
+domains come from tldextract's bundled Public Suffix List snapshot with the
+private section (so ``a.github.io`` and ``b.github.io`` are different
+domains), never from the network; a name under no public suffix (``.test``,
+``.localhost``, an intranet name) falls back to its last two labels, and an IP
+address is its own domain. A URL with no source (a seed) skips the mode check.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import tldextract
+from selectolax.lexbor import LexborHTMLParser
+
+from hive.config import ScopeConfig
+from hive.errors import ConfigError, URLError
+from hive.urls import canonicalize, host_key
+
+__all__ = [
+    "ExtractResult", "Scope", "extract_links", "media_type", "refresh_url", "registered_domain",
+    "sniff_binary",
+]
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+SNIFF_BYTES = 1024
+BINARY_RATIO = 0.02
+PAGE_RELS = frozenset({"canonical", "alternate", "next", "prev", "previous"})
+RESOURCE_RELS = frozenset({"stylesheet", "icon"})
+SCOPE_MODES = ("host", "domain", "any")
+
+# Bytes that mark binary data in the MIME Sniffing Standard (ESC is left out: ISO-2022-JP uses it).
+_BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_BOMS = (codecs.BOM_UTF8, *_UTF16_BOMS)
+_UTF8_NAMES = frozenset({"utf-8", "utf-8-sig"})
+# The Encoding Standard reads these labels as windows-1252.
+_WINDOWS_1252_NAMES = frozenset({"latin-1", "iso8859-1", "ascii"})
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([^\s;"']+)""", re.IGNORECASE)
+# The HTML Standard's declarative refresh: a time (digits and dots), a separator, an
+# optional "url=", the URL. Possessive quantifiers keep a hostile value linear.
+_REFRESH = re.compile(
+    r"\s*+[\d.]++(?:[;,\s]\s*+(?:url\s*+=\s*+)?(?P<url>.*))?",
+    re.IGNORECASE | re.DOTALL | re.ASCII,
+)
+_IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
+_TLD_EXTRACT = tldextract.TLDExtract(
+    cache_dir=None, suffix_list_urls=(), include_psl_private_domains=True
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractResult:
+    """The links of one page.
+
+    ``links``: canonical, distinct, in the order found. ``refused``: distinct
+    raw links dropped, by reason (a URLError reason or ``nofollow``).
+    ``skipped``: why the body was not parsed (``not_html``, ``binary``), else
+    None. ``nofollow``: the page's robots meta says nofollow or none.
+    """
+
+    links: list[str] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
+    skipped: str | None = None
+    nofollow: bool = False
+
+
+def media_type(content_type: str | None) -> tuple[str | None, str | None]:
+    """(lowercased media type, charset parameter) of a Content-Type header value;
+    an empty value is as good as none."""
+    if content_type is None:
+        return None, None
+    kind, _, params = content_type.partition(";")
+    charset = _CHARSET.search(params)
+    return kind.strip().lower() or None, charset.group(1) if charset else None
+
+
+def sniff_binary(body: bytes) -> bool:
+    """Whether the start of body looks like binary data rather than text."""
+    head = body[:SNIFF_BYTES]
+    if head.startswith(_UTF16_BOMS):
+        return False
+    if b"\x00" in head or head.startswith(b"%PDF-"):
+        return True
+    controls = len(head) - len(head.translate(None, _BINARY_BYTES))
+    return controls > len(head) * BINARY_RATIO
+
+
+def refresh_url(content: str) -> str | None:
+    """The URL in a meta refresh ``content`` ("5; url='/next'"), or None if it names none."""
+    match = _REFRESH.fullmatch(content)
+    url = match.group("url") if match is not None else None
+    if not url:
+        return None
+    if url[0] in "'\"":
+        end = url.find(url[0], 1)
+        url = url[1:end] if end > 0 else url[1:]
+    return url.strip(_C0_OR_SPACE) or None
+
+
+def _tokens(value: str | None) -> set[str]:
+    return set(value.lower().replace(",", " ").split()) if value else set()
+
+
+def _parser(body: bytes, charset: str | None) -> LexborHTMLParser:
+    """Parse body, decoding it in Python only for a declared charset other than UTF-8.
+
+    A byte-order mark wins over the header, as in the HTML Standard. Without a
+    usable declared charset (none, unknown, not a text encoding, or a codec that
+    refuses errors="replace") lexbor reads the bytes: a BOM or a ``<meta
+    charset>`` in the first KiB, else UTF-8.
+    """
+    if charset is not None and not body.startswith(_BOMS):
+        try:
+            name = codecs.lookup(charset).name
+            if name in _UTF8_NAMES:
+                return LexborHTMLParser(body)
+            text = body.decode("cp1252" if name in _WINDOWS_1252_NAMES else name, "replace")
+        except (LookupError, ValueError):
+            pass
+        else:
+            return LexborHTMLParser(text)
+    return LexborHTMLParser(body, encoding=True)
+
+
+def _document_base(tree: LexborHTMLParser, page_url: str) -> str:
+    """The first ``<base href>`` resolved against the page URL; the page URL if none or refused."""
+    for node in tree.tags("base"):
+        href = node.attributes.get("href")
+        if href:
+            try:
+                return canonicalize(href, page_url)
+            except URLError:
+                return page_url
+    return page_url
+
+
+def _raw_links(tree: LexborHTMLParser, honour_nofollow: bool) -> Iterator[tuple[str, bool]]:
+    """(raw URL, marked rel=nofollow) of each link element, by kind of element."""
+    for tag in ("a", "area"):
+        for node in tree.tags(tag):
+            attrs = node.attributes
+            href = attrs.get("href")
+            if href:
+                rel = attrs.get("rel")
+                # The substring test is cheap and rarely true; tokens decide.
+                marked = honour_nofollow and rel is not None and "nofollow" in rel.lower()
+                yield href, marked and "nofollow" in _tokens(rel)
+    for tag in ("frame", "iframe"):
+        for node in tree.tags(tag):
+            src = node.attributes.get("src")
+            if src:
+                yield src, False
+    for node in tree.tags("link"):
+        attrs = node.attributes
+        href = attrs.get("href")
+        rels = _tokens(attrs.get("rel"))
+        if not href or not rels & PAGE_RELS or rels & RESOURCE_RELS:
+            continue
+        media = (attrs.get("type") or "").strip().lower()
+        if "alternate" not in rels or not media or media in HTML_TYPES:
+            yield href, False
+
+
+def extract_links(
+    base_url: str, body: bytes, content_type: str | None, honour_nofollow: bool = True
+) -> ExtractResult:
+    """The links of a page fetched from base_url (a canonical URL); see the module policy."""
+    kind, charset = media_type(content_type)
+    if kind is not None and kind not in HTML_TYPES:
+        return ExtractResult(skipped="not_html")
+    if sniff_binary(body):
+        return ExtractResult(skipped="binary")
+    tree = _parser(body, charset)
+
+    base = _document_base(tree, base_url)
+    page_nofollow = False
+    redirects: list[str] = []
+    for node in tree.tags("meta"):
+        attrs = node.attributes
+        if (attrs.get("name") or "").strip().lower() == "robots":
+            page_nofollow |= bool(_tokens(attrs.get("content")) & {"nofollow", "none"})
+        elif (attrs.get("http-equiv") or "").strip().lower() == "refresh":
+            target = refresh_url(attrs.get("content") or "")
+            if target is not None:
+                redirects.append(target)
+
+    drop_all = honour_nofollow and page_nofollow
+    follow: dict[str, None] = dict.fromkeys(redirects)
+    nofollow: set[str] = set()
+    for raw, marked in _raw_links(tree, honour_nofollow):
+        if drop_all or marked:
+            nofollow.add(raw)
+        else:
+            follow[raw] = None
+
+    links: dict[str, None] = {}
+    refused: Counter[str] = Counter()
+    for raw in follow:
+        href = raw.strip(_C0_OR_SPACE)
+        if not href or href[0] == "#":
+            continue
+        try:
+            url = canonicalize(href, base)
+        except URLError as exc:
+            refused[exc.reason] += 1
+            continue
+        if url != base_url:
+            links[url] = None
+    dropped = len(nofollow.difference(follow))
+    if dropped:
+        refused["nofollow"] = dropped
+    return ExtractResult(list(links), dict(refused), None, page_nofollow)
+
+
+@functools.lru_cache(maxsize=16384)
+def registered_domain(host: str) -> str:
+    """The registered domain of a canonical host (``www.bbc.co.uk`` -> ``bbc.co.uk``)."""
+    if host.startswith("[") or _IPV4.fullmatch(host):
+        return host
+    parts = _TLD_EXTRACT(host)
+    if parts.suffix:
+        return f"{parts.domain}.{parts.suffix}" if parts.domain else host
+    return ".".join(host.rsplit(".", 2)[-2:])
+
+
+def _host(url: str) -> str:
+    """The host of a canonical URL, without its port."""
+    key = host_key(url)
+    if key.startswith("["):
+        return key[: key.index("]") + 1]
+    return key.partition(":")[0]
+
+
+def _path_segments(url: str) -> list[str]:
+    """The non-empty path segments of a canonical URL."""
+    start = url.find("/", url.find("://") + 3)
+    if start < 0:
+        return []
+    end = url.find("?", start)
+    path = url[start:end] if end >= 0 else url[start:]
+    return [segment for segment in path.split("/") if segment]
+
+
+def _compile(key: str, patterns: Sequence[str]) -> list[re.Pattern[str]]:
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise ConfigError(f"{key}: bad regular expression {pattern!r}: {exc}") from None
+    return compiled
+
+
+class Scope:
+    """Which discovered URLs the crawl follows; see the module policy."""
+
+    def __init__(
+        self,
+        mode: str,
+        allow: Sequence[str] = (),
+        deny: Sequence[str] = (),
+        max_url_length: int = 2048,
+        max_path_depth: int = 16,
+        max_segment_repeat: int = 3,
+    ) -> None:
+        if mode not in SCOPE_MODES:
+            raise ConfigError(f"scope.mode: must be one of {', '.join(SCOPE_MODES)}, got {mode!r}")
+        self.mode = mode
+        self.allow = _compile("scope.allow", allow)
+        self.deny = _compile("scope.deny", deny)
+        self.max_url_length = max_url_length
+        self.max_path_depth = max_path_depth
+        self.max_segment_repeat = max_segment_repeat
+
+    @classmethod
+    def from_config(cls, cfg: ScopeConfig) -> Scope:
+        return cls(
+            cfg.mode, cfg.allow, cfg.deny,
+            cfg.max_url_length, cfg.max_path_depth, cfg.max_segment_repeat,
+        )
+
+    def check(self, url: str, source_url: str | None) -> str | None:
+        """None if the canonical url is in scope, else the reason it is not.
+
+        source_url is the page the link was found on; None for a seed.
+        """
+        if len(url) > self.max_url_length:
+            return "too_long"
+        segments = _path_segments(url)
+        if len(segments) > self.max_path_depth:
+            return "path_depth"
+        if segments and Counter(segments).most_common(1)[0][1] >= self.max_segment_repeat:
+            return "segment_repeat"
+        if any(pattern.search(url) for pattern in self.deny):
+            return "deny"
+        if self.allow and not any(pattern.search(url) for pattern in self.allow):
+            return "not_allowed"
+        if source_url is None or self.mode == "any":
+            return None
+        if self.mode == "host":
+            return None if host_key(url) == host_key(source_url) else "scope_host"
+        same = registered_domain(_host(url)) == registered_domain(_host(source_url))
+        return None if same else "scope_domain"

@@ -1,0 +1,948 @@
+"""The synthetic multi-host web that tests, bench/ and ``hive demo`` crawl, served on loopback.
+
+This module owns three things:
+
+- :class:`Web`, a site graph that is a pure function of its parameters and seed,
+  with the expected answers of a crawl (:meth:`Web.seeds`,
+  :meth:`Web.in_scope_urls`, :meth:`Web.disallowed_urls`);
+- :func:`serve`, a threaded HTTP/1.1 server that routes by the ``Host`` header
+  and records every request as a :class:`Request` (the request log);
+- checkers over a request log: :func:`politeness_violations`,
+  :func:`duplicates` and :meth:`Web.strays`.
+
+**Names.** Normal hosts are ``h000.<domain>``, ``h001.<domain>`` … with pages
+``/`` and ``/p/1.html`` … ``/p/<pages-1>.html``, and ``/private/0.html`` …
+``/private/2.html``. A crawler reaches every name by resolving ``*.<domain>`` to
+the server's address (:attr:`WebServer.resolve` is the override for hive's DNS
+cache). URLs carry the server's port unless it is 80, so the expected answers
+take the port.
+
+**Pages.** Page *i* links to page *i+1* (so every page is reachable from ``/``)
+and ``/`` links to every private page; the rest of the ~``links`` links are
+random: absolute, scheme-relative, root-relative and ``../`` spellings, upper-case
+host names, fragments, repeats, and a ``cross_host`` share to other hosts.
+Padding text brings a page to ~``page_bytes``.
+
+**robots.txt** (:attr:`Web.robots`, host -> kind; ``h000`` is always standard)::
+
+    standard      a ``badbot`` group disallowing all; ``*`` disallows /private/
+    crawl-delay   ``*`` with Crawl-delay (:attr:`Web.crawl_delay`) and /private/
+    bom           a UTF-8 BOM, then ``*`` disallowing /private/ (a parser that
+                  keeps the BOM loses the group and would fetch /private/)
+    missing       404: allow all, so its private pages are in scope
+    error         500: the host must not be crawled at all
+    unavailable   503 with Retry-After: 1 to the first request, then standard
+
+**Hostile hosts** (:attr:`Web.hostile`, host -> kind, named ``<kind>.<domain>``,
+all linked from ``h000``'s ``/``; their robots.txt allows all)::
+
+    gzip-bomb         Content-Encoding: gzip, ~260 KB inflating to 256 MiB of zeros
+    endless           chunked body of 64 KiB chunks, ended at 200 MiB or 60 s
+    drip              Content-Length: 1000, one byte every 0.5 s, cut at 60 s
+    redirect-loop     / -> /a -> /b -> /a ...
+    redirect-private  /loopback, /decimal, /mapped, /localhost -> the tripwire;
+                      /metadata -> 169.254.169.254; /private-net -> 10.0.0.1
+    rate-limited      429 with Retry-After: 2 to every page
+    calendar          /cal/2024/01/15 links the next day, month and year, forever
+    huge              a 30 MiB HTML page
+    binary            64 KiB of random bytes with NULs, labelled text/html
+
+``h000``'s ``/`` also links to non-public addresses (:meth:`Web.private_links`).
+The loopback ones point at the *tripwire*, a second listener on 127.0.0.1 that
+serves nothing: bind the web to 127.0.0.2 and allow only that address, and any
+request a crawler makes to a private address it should have refused shows up
+in :meth:`Web.strays`.
+
+Run in its own process (for benchmarks)::
+
+    python -m hive.testweb --port 0 --hosts 200 --pages 100 --log FILE
+
+prints the port on stdout's first line, appends the request log to FILE as JSON
+lines, and stops on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import codecs
+import contextlib
+import datetime
+import functools
+import json
+import random
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from socketserver import TCPServer
+from types import TracebackType
+from typing import Any, TextIO
+
+PRIVATE_PAGES = 3
+ROBOTS_VARIANTS = ("crawl-delay", "bom", "missing", "error", "unavailable")
+UNAVAILABLE_TIMES = 1
+UNAVAILABLE_RETRY_AFTER = 1
+HOSTILE_KINDS = (
+    "gzip-bomb", "endless", "drip", "redirect-loop", "redirect-private",
+    "rate-limited", "calendar", "huge", "binary",
+)
+BOMB_INFLATED = 256 << 20
+ENDLESS_BYTES = 200 << 20
+STREAM_SECONDS = 60.0
+DRIP_BYTES = 1000
+DRIP_INTERVAL = 0.5
+RATE_LIMIT_RETRY_AFTER = 2
+CALENDAR_START = "/cal/2024/01/15"
+HUGE_BYTES = 30 << 20
+BINARY_BYTES = 64 << 10
+TRIPWIRE_ADDRESS = "127.0.0.1"
+PAGE_CACHE = 8192
+
+# Shares of a page's random links; the rest are same-host pages (or cross-host ones).
+_REPEAT_SHARE = 0.08
+_PRIVATE_SHARE = 0.04
+_FRAGMENT_SHARE = 0.15
+_HTML = "text/html; charset=utf-8"
+_TEXT = "text/plain; charset=utf-8"
+_ALLOW_ALL = b"User-agent: *\nDisallow:\n"
+_STANDARD = "User-agent: badbot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\n"
+_PAGE = re.compile(r"/p/([1-9][0-9]{0,8})\.html")
+_PRIVATE = re.compile(r"/private/([0-9])\.html")
+_DAY = re.compile(r"/cal/([0-9]{4})/([0-9]{2})/([0-9]{2})")
+_WORDS = (
+    "lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do",
+    "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "enim",
+    "ad", "minim", "veniam", "quis", "nostrud", "exercitation", "ullamco", "laboris", "nisi",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A complete response, sent with Content-Length."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = _HTML
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def wire(self, send_body: bool = True) -> bytes:
+        """Status line, headers and (unless for HEAD) the body, as bytes to write."""
+        head = _head(self.status, self.content_type, len(self.body), self.headers)
+        return head + self.body if send_body else head
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A response written chunk by chunk, ``interval`` seconds apart, on a closing connection.
+
+    ``length`` None means the chunked transfer coding. The server cuts a stream
+    after ``STREAM_SECONDS`` or when it closes.
+    """
+
+    chunks: Iterator[bytes]
+    length: int | None
+    interval: float = 0.0
+    status: int = 200
+
+    def head(self) -> bytes:
+        return _head(self.status, _HTML, self.length, (("Connection", "close"),))
+
+
+def _head(
+    status: int, content_type: str, length: int | None, headers: Iterable[tuple[str, str]]
+) -> bytes:
+    size = "Transfer-Encoding: chunked" if length is None else f"Content-Length: {length}"
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", f"Content-Type: {content_type}"]
+    lines.append(size)
+    lines.extend(f"{name}: {value}" for name, value in headers)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+_NOT_FOUND = Response(404, b"not found\n", _TEXT)
+
+
+def _redirect(location: str) -> Response:
+    return Response(302, b"", _TEXT, (("Location", location),))
+
+
+def _netloc(host: str, port: int) -> str:
+    return host if port == 80 else f"{host}:{port}"
+
+
+def _page_path(page: int) -> str:
+    return "/" if page == 0 else f"/p/{page}.html"
+
+
+def _private_path(k: int) -> str:
+    return f"/private/{k}.html"
+
+
+def _relative(rng: random.Random, here: str, target: str) -> str:
+    """A relative reference from the page at ``here`` to the path ``target``."""
+    base = here[: here.rfind("/") + 1]
+    if base != "/" and target.startswith(base) and rng.random() < 0.5:
+        return target[len(base):]
+    return "../" * (base.count("/") - 1) + target[1:] or "./"
+
+
+def _below(rng: random.Random, n: int) -> int:
+    """A random integer in [0, n): randrange's job at a fifth of its cost."""
+    return int(rng.random() * n)
+
+
+def _hostname(host_header: str) -> str:
+    """The name in a Host header, without its port (``[::1]:80`` -> ``[::1]``)."""
+    if host_header.startswith("["):
+        return host_header[: host_header.find("]") + 1]
+    return host_header.rpartition(":")[0] if ":" in host_header else host_header
+
+
+class Web:
+    """A deterministic web: the same parameters give the same hosts, pages and answers."""
+
+    def __init__(
+        self,
+        seed: int = 0,
+        hosts: int = 20,
+        pages: int = 20,
+        links: int = 20,
+        cross_host: float = 0.2,
+        page_bytes: int = 5000,
+        domain: str = "web.test",
+        hostile: bool = True,
+        robots_crawl_delay: float = 0.5,
+    ) -> None:
+        if hosts < 1 or pages < 1 or links < 0 or page_bytes < 0 or robots_crawl_delay < 0:
+            raise ValueError("hosts and pages must be positive; links, sizes, delays not negative")
+        if not 0.0 <= cross_host <= 1.0:
+            raise ValueError(f"cross_host must be in [0, 1], got {cross_host}")
+        self.seed = seed
+        self.hosts = hosts
+        self.robots_crawl_delay = robots_crawl_delay
+        self.pages = pages
+        self.links = links
+        self.cross_host = cross_host
+        self.page_bytes = page_bytes
+        self.domain = domain.lower()
+        width = max(3, len(str(hosts - 1)))
+        self.names = [f"h{i:0{width}d}.{self.domain}" for i in range(hosts)]
+        self._index = {name: i for i, name in enumerate(self.names)}
+        rng = random.Random(f"{seed}:web")
+        self.robots = dict.fromkeys(self.names, "standard")
+        picks = rng.sample(range(1, hosts), min(hosts - 1, len(ROBOTS_VARIANTS)))
+        for i, kind in zip(picks, ROBOTS_VARIANTS, strict=False):
+            self.robots[self.names[i]] = kind
+        self.crawl_delay = {
+            name: robots_crawl_delay for name, kind in self.robots.items() if kind == "crawl-delay"
+        }
+        self.hostile_enabled = hostile
+        self.hostile = {f"{kind}.{self.domain}": kind for kind in HOSTILE_KINDS} if hostile else {}
+        # Each word costs at least three characters, so this is at least page_bytes long.
+        self._padding = " ".join(rng.choices(_WORDS, k=page_bytes // 3 + 256))
+        # Rendering a page costs ~50 us of Python; repeated crawls of one server skip it.
+        self._page = functools.lru_cache(maxsize=PAGE_CACHE)(self._render)
+
+    def url(self, host: str, path: str = "/", port: int = 80) -> str:
+        """The canonical URL ``http://host[:port]/path`` (no port when it is 80)."""
+        return f"http://{_netloc(host, port)}{path}"
+
+    def seeds(self, port: int = 80) -> list[str]:
+        """The root of every normal host (the robots-500 one included: it must be refused)."""
+        return [self.url(name, "/", port) for name in self.names]
+
+    def in_scope_urls(self, port: int = 80) -> set[str]:
+        """Every page a polite crawler starting from :meth:`seeds` must fetch."""
+        urls: set[str] = set()
+        for name, kind in self.robots.items():
+            if kind != "error":
+                urls.update(self.url(name, _page_path(i), port) for i in range(self.pages))
+            if kind == "missing":
+                urls.update(self.url(name, _private_path(k), port) for k in range(PRIVATE_PAGES))
+        return urls
+
+    def disallowed_urls(self, port: int = 80) -> set[str]:
+        """Every page of a normal host that a polite crawler must never request.
+
+        The private pages of hosts whose robots.txt disallows them, and every
+        page of the host whose robots.txt answers 500 (its robots.txt itself
+        may be requested).
+        """
+        urls: set[str] = set()
+        for name, kind in self.robots.items():
+            if kind == "error":
+                urls.update(self.url(name, _page_path(i), port) for i in range(self.pages))
+            if kind != "missing":
+                urls.update(self.url(name, _private_path(k), port) for k in range(PRIVATE_PAGES))
+        return urls
+
+    def hostile_links(self, port: int = 80) -> list[str]:
+        """The links to hostile hosts, as ``h000``'s ``/`` spells them."""
+        paths = {
+            "redirect-private": (
+                "/loopback", "/decimal", "/mapped", "/localhost", "/metadata", "/private-net",
+            ),
+            "rate-limited": ("/", "/p/1.html", "/p/2.html"),
+        }
+        return [
+            self.url(host, path, port)
+            for host, kind in self.hostile.items()
+            for path in paths.get(kind, ("/",))
+        ]
+
+    def private_links(self, tripwire: int) -> list[str]:
+        """Links from ``h000``'s ``/`` to non-public addresses; none may be requested."""
+        if not self.hostile:
+            return []
+        return [
+            "http://10.0.0.1/",
+            "http://169.254.169.254/latest/meta-data/",
+            f"http://127.0.0.1:{tripwire}/",
+            f"http://2130706433:{tripwire}/",
+            f"http://0x7f000001:{tripwire}/",
+            f"http://127.1:{tripwire}/",
+            f"http://[::ffff:127.0.0.1]:{tripwire}/",
+            f"http://localhost:{tripwire}/",
+        ]
+
+    def strays(self, records: Iterable[Request]) -> list[Request]:
+        """Requests for a name that is not in this web (an IP, ``localhost``: a tripwire hit)."""
+        known = self._index.keys() | self.hostile.keys()
+        return [r for r in records if r.hostname not in known]
+
+    def respond(
+        self, host: str, path: str, *, port: int, tripwire: int, asked: int = 0
+    ) -> Response | Stream:
+        """The answer to ``GET path`` on ``host`` (no port), served on ``port``.
+
+        ``asked`` is how many times this URL was requested before (the
+        unavailable robots.txt depends on it); ``tripwire`` is the tripwire's port.
+        """
+        path = path.partition("?")[0]
+        kind = self.hostile.get(host)
+        if kind is not None:
+            if path == "/robots.txt":
+                return Response(200, _ALLOW_ALL, _TEXT)
+            return self._hostile(kind, path, tripwire)
+        index = self._index.get(host)
+        if index is None:
+            return _NOT_FOUND
+        if path == "/robots.txt":
+            return self._robots(host, asked)
+        match = _PAGE.fullmatch(path)
+        page = 0 if path == "/" else int(match.group(1)) if match else self.pages
+        if page < self.pages:
+            return self._page(index, page, port, tripwire)
+        match = _PRIVATE.fullmatch(path)
+        if match and int(match.group(1)) < PRIVATE_PAGES:
+            body = f"<!doctype html>\n<title>{host} {path}</title>\n<a href=\"../\">home</a>\n"
+            return Response(200, body.encode())
+        return _NOT_FOUND
+
+    def _robots(self, host: str, asked: int) -> Response:
+        kind = self.robots[host]
+        if kind == "missing":
+            return _NOT_FOUND
+        if kind == "error":
+            return Response(500, b"robots.txt is broken\n", _TEXT)
+        if kind == "unavailable" and asked < UNAVAILABLE_TIMES:
+            retry = (("Retry-After", str(UNAVAILABLE_RETRY_AFTER)),)
+            return Response(503, b"busy, come back later\n", _TEXT, retry)
+        if kind == "crawl-delay":
+            text = f"User-agent: *\nCrawl-delay: {self.crawl_delay[host]:g}\nDisallow: /private/\n"
+            return Response(200, text.encode(), _TEXT)
+        if kind == "bom":
+            return Response(200, codecs.BOM_UTF8 + b"User-agent: *\nDisallow: /private/\n", _TEXT)
+        return Response(200, f"# robots.txt for {host}\n{_STANDARD}".encode(), _TEXT)
+
+    def _render(self, index: int, page: int, port: int, tripwire: int) -> Response:
+        rng = random.Random(f"{self.seed}:{index}:{page}")
+        name, here = self.names[index], _page_path(page)
+        hrefs = self._hrefs(rng, index, page, port)
+        if index == 0 and page == 0:
+            hrefs += self.hostile_links(port) + self.private_links(tripwire)
+            hrefs += [f"mailto:webmaster@{name}", "javascript:void(0)"]
+        items = "".join(f'<li><a href="{href}">{href}</a></li>\n' for href in hrefs)
+        head = (
+            f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{name} {here}</title>'
+            f"</head>\n<body><h1>{name} {here}</h1>\n<ul>\n{items}</ul>\n<p>"
+        )
+        tail = "</p>\n</body></html>\n"
+        need = self.page_bytes - len(head) - len(tail)
+        start = _below(rng, len(self._padding) - need + 1) if need > 0 else 0
+        return Response(200, (head + self._padding[start : start + max(need, 0)] + tail).encode())
+
+    def _hrefs(self, rng: random.Random, index: int, page: int, port: int) -> list[str]:
+        here = _page_path(page)
+        hrefs = []
+        if page + 1 < self.pages:
+            hrefs.append(self._spell(rng, index, here, index, _page_path(page + 1), port))
+        if page == 0:
+            hrefs.extend(_private_path(k) for k in range(PRIVATE_PAGES))
+        while len(hrefs) < self.links:
+            roll = rng.random()
+            if hrefs and roll < _REPEAT_SHARE:
+                hrefs.append(hrefs[_below(rng, len(hrefs))])
+                continue
+            target_index, target = index, _page_path(_below(rng, self.pages))
+            if roll < _REPEAT_SHARE + _PRIVATE_SHARE:
+                target = _private_path(_below(rng, PRIVATE_PAGES))
+            elif len(self.names) > 1 and rng.random() < self.cross_host:
+                target_index = _below(rng, len(self.names) - 1)
+                target_index += target_index >= index
+            href = self._spell(rng, index, here, target_index, target, port)
+            if rng.random() < _FRAGMENT_SHARE:
+                href += f"#s{_below(rng, 10)}"
+            hrefs.append(href)
+        return hrefs
+
+    def _spell(
+        self, rng: random.Random, index: int, here: str, target_index: int, target: str, port: int
+    ) -> str:
+        """One of the ways to write a link from ``here`` on host ``index`` to ``target``."""
+        netloc = _netloc(self.names[target_index], port)
+        roll = rng.random()
+        if roll < 0.1:
+            netloc = netloc.upper()
+        if target_index != index:
+            return f"//{netloc}{target}" if roll < 0.3 else f"http://{netloc}{target}"
+        if roll < 0.2:
+            return f"http://{netloc}{target}"
+        if roll < 0.5:
+            return target
+        return _relative(rng, here, target)
+
+    def _hostile(self, kind: str, path: str, tripwire: int) -> Response | Stream:
+        match kind:
+            case "gzip-bomb":
+                return Response(200, _gzip_bomb(), headers=(("Content-Encoding", "gzip"),))
+            case "endless":
+                return Stream(_endless(), None)
+            case "drip":
+                return Stream(_drip(), DRIP_BYTES, DRIP_INTERVAL)
+            case "redirect-loop":
+                target = {"/": "/a", "/a": "/b", "/b": "/a"}.get(path)
+                return _NOT_FOUND if target is None else _redirect(target)
+            case "redirect-private":
+                targets = {
+                    "/loopback": f"http://127.0.0.1:{tripwire}/tripwire",
+                    "/decimal": f"http://2130706433:{tripwire}/tripwire",
+                    "/mapped": f"http://[::ffff:127.0.0.1]:{tripwire}/tripwire",
+                    "/localhost": f"http://localhost:{tripwire}/tripwire",
+                    "/metadata": "http://169.254.169.254/latest/meta-data/",
+                    "/private-net": "http://10.0.0.1/",
+                }
+                location = targets.get(path)
+                return _NOT_FOUND if location is None else _redirect(location)
+            case "rate-limited":
+                retry = (("Retry-After", str(RATE_LIMIT_RETRY_AFTER)),)
+                return Response(429, b"too many requests\n", _TEXT, retry)
+            case "calendar":
+                return _calendar(path)
+            case "huge":
+                return Response(200, _huge_page())
+            case _:  # binary
+                magic = b"\x89PNG\r\n\x1a\n\x00\x00"
+                noise = random.Random(f"{self.seed}:binary").randbytes(BINARY_BYTES - len(magic))
+                return Response(200, magic + noise)
+
+
+@functools.cache
+def _gzip_bomb() -> bytes:
+    """One gzip member of BOMB_INFLATED zeros, built from a single compressed MiB.
+
+    A full flush byte-aligns the deflate stream and resets its window, so each
+    further MiB of zeros compresses to the same bytes: repeat them.
+    """
+    mib = bytes(1 << 20)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = deflate.compress(mib) + deflate.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(BOMB_INFLATED >> 20):
+        crc = zlib.crc32(mib, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = struct.pack("<II", crc, BOMB_INFLATED & 0xFFFFFFFF)
+    return header + block * (BOMB_INFLATED >> 20) + deflate.flush() + trailer
+
+
+@functools.cache
+def _huge_page() -> bytes:
+    paragraph = b"<p>" + b"a huge page " * 80 + b"</p>\n"
+    return b"<!doctype html>\n<html><body>\n" + paragraph * (HUGE_BYTES // len(paragraph) + 1)
+
+
+def _endless() -> Iterator[bytes]:
+    chunk = (b"<p>" + b"and more " * 8000)[: 1 << 16]
+    for _ in range(ENDLESS_BYTES // len(chunk)):
+        yield chunk
+
+
+def _drip() -> Iterator[bytes]:
+    body = (b"<!doctype html>\n<html><body>" + b"." * DRIP_BYTES)[:DRIP_BYTES]
+    for byte in body:
+        yield bytes((byte,))
+
+
+def _calendar(path: str) -> Response:
+    """The calendar trap: every valid day links to the next day, month and year."""
+    if path == "/":
+        links = [CALENDAR_START]
+    else:
+        match = _DAY.fullmatch(path)
+        try:
+            day = datetime.date(*map(int, match.groups())) if match else None
+        except ValueError:
+            day = None
+        if day is None:
+            return _NOT_FOUND
+        links = [f"/cal/{d:%Y/%m/%d}" for d in _calendar_next(day)]
+    items = "".join(f'<li><a href="{href}">{href}</a></li>\n' for href in links)
+    return Response(200, f"<!doctype html>\n<title>{path}</title>\n<ul>\n{items}</ul>\n".encode())
+
+
+def _calendar_next(day: datetime.date) -> list[datetime.date]:
+    """The next day, the same day next month and next year (clamped to the month's end)."""
+    out = []
+    if day < datetime.date.max:
+        out.append(day + datetime.timedelta(days=1))
+    year, month = (day.year + 1, 1) if day.month == 12 else (day.year, day.month + 1)
+    for y, m in ((year, month), (day.year + 1, day.month)):
+        if y <= datetime.MAXYEAR:
+            out.append(datetime.date(y, m, min(day.day, calendar.monthrange(y, m)[1])))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One entry of the request log (GET and HEAD; other methods get 501, unlogged).
+
+    ``host`` is the Host header as sent, lower-cased (with its port, if any);
+    ``start`` is when the request had been read and ``end`` when the response
+    had been written, both ``time.time()``. A record is added just after its
+    response is written. When a client abandons a stream, ``end`` is when the
+    server noticed: at the next write, at most ``DRIP_INTERVAL`` later.
+    """
+
+    host: str
+    path: str
+    method: str
+    status: int
+    start: float
+    end: float
+    client: str
+
+    @property
+    def hostname(self) -> str:
+        return _hostname(self.host)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}{self.path}"
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "host": self.host, "path": self.path, "method": self.method, "status": self.status,
+            "start": self.start, "end": self.end, "client": self.client,
+        })
+
+    @classmethod
+    def from_json(cls, line: str) -> Request:
+        data = json.loads(line)
+        return cls(
+            str(data["host"]), str(data["path"]), str(data["method"]), int(data["status"]),
+            float(data["start"]), float(data["end"]), str(data["client"]),
+        )
+
+
+def load_log(path: Path) -> list[Request]:
+    """The request log a ``python -m hive.testweb --log FILE`` process wrote (complete lines)."""
+    with path.open(encoding="utf-8") as lines:
+        return [Request.from_json(line) for line in lines if line.endswith("\n")]
+
+
+def politeness_violations(
+    records: Iterable[Request], min_gap: float | Mapping[str, float] = 0.0, tolerance: float = 0.0
+) -> list[str]:
+    """Every breach of politeness in a request log, one message each.
+
+    Per host name (port ignored), in order of start: a request that starts
+    before an earlier one to that host has ended (overlap), or less than the
+    host's gap after it ended. ``min_gap`` is one gap for every host or a map
+    host -> gap (hosts not in it: 0, only overlaps count). ``tolerance`` forgives
+    that much of each rule, for clock granularity.
+    """
+    by_host: dict[str, list[Request]] = defaultdict(list)
+    for record in records:
+        by_host[record.hostname].append(record)
+    violations = []
+    for host, requests in sorted(by_host.items()):
+        gap = min_gap.get(host, 0.0) if isinstance(min_gap, Mapping) else min_gap
+        requests.sort(key=lambda r: r.start)
+        last = requests[0]  # the request, so far, that ended last
+        for request in requests[1:]:
+            if request.start < last.end - tolerance:
+                violations.append(
+                    f"{host}: {request.path} started at {request.start:.3f} while "
+                    f"{last.path} was in flight (until {last.end:.3f})"
+                )
+            elif request.start - last.end < gap - tolerance:
+                violations.append(
+                    f"{host}: {request.path} started {request.start - last.end:.3f}s after "
+                    f"{last.path} ended; the gap is {gap:g}s"
+                )
+            if request.end > last.end:
+                last = request
+    return violations
+
+
+def duplicates(records: Iterable[Request]) -> dict[str, int]:
+    """URLs fetched more than once: url -> number of fetches.
+
+    Counts GETs with a final answer only: robots.txt (re-fetched when its cache
+    expires or after a failure) and retryable answers (429, 5xx) are retries,
+    not duplicates.
+    """
+    counts = Counter(
+        r.url
+        for r in records
+        if r.method == "GET" and r.path != "/robots.txt" and r.status != 429 and r.status < 500
+    )
+    return {url: n for url, n in counts.items() if n > 1}
+
+
+class _Site:
+    """What the handlers share: the web, the ports, the request log and the live connections."""
+
+    def __init__(self, web: Web, log: TextIO | None) -> None:
+        self.web = web
+        self.port = 0
+        self.tripwire = 0
+        self.stopping = threading.Event()
+        self.records: list[Request] = []
+        self._log = log
+        self._asked: Counter[tuple[str, str]] = Counter()
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self.lock = threading.Lock()
+
+    def ask(self, host: str, path: str) -> int:
+        """Count a request of (host, path); return how many came before it."""
+        with self.lock:
+            asked = self._asked[host, path]
+            self._asked[host, path] = asked + 1
+            return asked
+
+    def record(self, request: Request) -> None:
+        line = request.to_json() + "\n"
+        with self.lock:
+            self.records.append(request)
+            if self._log is not None:
+                self._log.write(line)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.records.clear()
+            self._asked.clear()
+
+    def detach_log(self) -> None:
+        with self.lock:
+            self._log = None
+
+    def track(self, connection: socket.socket, thread: threading.Thread | None) -> None:
+        with self.lock:
+            if thread is None:
+                self._connections.pop(connection, None)
+            else:
+                self._connections[connection] = thread
+
+    def connections(self) -> list[tuple[socket.socket, threading.Thread]]:
+        with self.lock:
+            return list(self._connections.items())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # A connection idle (or not reading) this long is dropped.
+    timeout = STREAM_SECONDS
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing: the request log is the record."""
+
+    def do_GET(self) -> None:
+        self._reply(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._reply(send_body=False)
+
+    def _reply(self, send_body: bool) -> None:
+        start = time.time()
+        site = self.server.site
+        host = self.headers.get("Host", "").strip().lower()
+        asked = site.ask(host, self.path)
+        reply = site.web.respond(
+            _hostname(host), self.path, port=site.port, tripwire=site.tripwire, asked=asked
+        )
+        try:
+            if isinstance(reply, Stream):
+                self._stream(reply, send_body, start)
+            else:
+                self.wfile.write(reply.wire(send_body))
+        except OSError:
+            self.close_connection = True
+        finally:
+            client = f"{self.client_address[0]}:{self.client_address[1]}"
+            site.record(
+                Request(host, self.path, self.command, reply.status, start, time.time(), client)
+            )
+
+    def _stream(self, reply: Stream, send_body: bool, start: float) -> None:
+        self.close_connection = True
+        self.wfile.write(reply.head())
+        if not send_body:
+            return
+        stopping = self.server.site.stopping
+        for chunk in reply.chunks:
+            if reply.length is None:
+                chunk = b"%x\r\n%b\r\n" % (len(chunk), chunk)
+            self.wfile.write(chunk)
+            if stopping.wait(reply.interval) or time.time() - start > STREAM_SECONDS:
+                return
+        if reply.length is None:
+            self.wfile.write(b"0\r\n\r\n")
+
+
+class _HTTPServer(HTTPServer):
+    """One listener; a daemon thread per connection, tracked so close() can end it."""
+
+    request_queue_size = 1024
+
+    def __init__(self, address: tuple[str, int], site: _Site) -> None:
+        self.site = site
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks up the FQDN (reverse DNS) for a name unused here.
+        TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.socket.getsockname()[:2]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection, args=(request, client_address), daemon=True
+        )
+        self.site.track(request, thread)
+        thread.start()
+
+    def _serve_connection(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except OSError:
+            pass  # the client went away mid-request
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.site.track(request, None)
+            self.shutdown_request(request)
+
+
+class WebServer:
+    """A :class:`Web` served on a loopback address, with its request log; see :func:`serve`."""
+
+    def __init__(
+        self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None
+    ) -> None:
+        self.web = web
+        self._log = log.open("a", encoding="utf-8", buffering=1) if log is not None else None
+        self._site = _Site(web, self._log)
+        self._servers: list[_HTTPServer] = []
+        self._threads: list[threading.Thread] = []
+        try:
+            for address in ((host, port), (TRIPWIRE_ADDRESS, 0)):
+                self._servers.append(_HTTPServer(address, self._site))
+        except OSError:
+            self.close()
+            raise
+        self.address = host
+        self.port = self._servers[0].server_port
+        self.tripwire = self._servers[1].server_port
+        self._site.port, self._site.tripwire = self.port, self.tripwire
+        for server in self._servers:
+            thread = threading.Thread(
+                target=server.serve_forever, args=(0.05,), name="testweb", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    @property
+    def requests(self) -> list[Request]:
+        """A copy of the request log so far."""
+        with self._site.lock:
+            return list(self._site.records)
+
+    @property
+    def resolve(self) -> str:
+        """The ``dns.resolve`` entry sending every name of the web here."""
+        return f"*.{self.web.domain}={self.address}"
+
+    def url(self, host: str, path: str = "/") -> str:
+        return self.web.url(host, path, self.port)
+
+    def seeds(self) -> list[str]:
+        return self.web.seeds(self.port)
+
+    def in_scope_urls(self) -> set[str]:
+        return self.web.in_scope_urls(self.port)
+
+    def disallowed_urls(self) -> set[str]:
+        return self.web.disallowed_urls(self.port)
+
+    def reset(self) -> None:
+        """Forget the request log and the request counts (the 503 robots.txt answers 503 again)."""
+        self._site.reset()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop serving, end every open connection and its thread, and close the log file."""
+        self._site.stopping.set()
+        for server in self._servers:
+            if self._threads:
+                server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+        deadline = time.monotonic() + timeout
+        for connection, thread in self._site.connections():
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._site.detach_log()
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> WebServer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class WebProcess:
+    """A :class:`Web` served by ``python -m hive.testweb`` in a process of its own.
+
+    What tests and benchmarks that measure politeness use: a server sharing the
+    crawler's GIL would stamp a response's end late by up to a thread switch
+    interval (5 ms) and see gaps shorter than they were.
+    """
+
+    def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
+        self.web = web
+        self.address = host
+        self.log = log
+        command = [
+            sys.executable, "-m", "hive.testweb", "--host", host, "--seed", str(web.seed),
+            "--hosts", str(web.hosts), "--pages", str(web.pages), "--links", str(web.links),
+            "--cross-host", str(web.cross_host), "--page-bytes", str(web.page_bytes),
+            "--domain", web.domain, "--crawl-delay", str(web.robots_crawl_delay), "--log", str(log),
+        ]
+        if not web.hostile_enabled:
+            command.append("--no-hostile")
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
+        line = self._process.stdout.readline() if ready else ""
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"hive.testweb did not start (printed {line!r})")
+        self.port = int(line)
+
+    @property
+    def requests(self) -> list[Request]:
+        return load_log(self.log) if self.log.exists() else []
+
+    @property
+    def resolve(self) -> str:
+        return f"*.{self.web.domain}={self.address}"
+
+    def url(self, host: str, path: str = "/") -> str:
+        return self.web.url(host, path, self.port)
+
+    def seeds(self) -> list[str]:
+        return self.web.seeds(self.port)
+
+    def in_scope_urls(self) -> set[str]:
+        return self.web.in_scope_urls(self.port)
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+    def __enter__(self) -> WebProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None) -> WebServer:
+    """Serve ``web`` on ``host:port`` (0: any free port) from background threads.
+
+    Also opens the tripwire on ``127.0.0.1``. Every request is logged in
+    memory and, when ``log`` is given, appended to that file as JSON lines.
+    """
+    return WebServer(web, host, port, log)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m hive.testweb``: serve a web until SIGTERM or SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m hive.testweb", description=main.__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free one)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--pages", type=int, default=20, help="pages per host")
+    parser.add_argument("--links", type=int, default=20, help="links per page")
+    parser.add_argument("--cross-host", type=float, default=0.2, help="share of cross-host links")
+    parser.add_argument("--page-bytes", type=int, default=5000)
+    parser.add_argument("--domain", default="web.test")
+    parser.add_argument("--no-hostile", action="store_true", help="leave the hostile hosts out")
+    parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
+    parser.add_argument("--log", type=Path, help="append the request log here as JSON lines")
+    args = parser.parse_args(argv)
+    web = Web(
+        args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
+        args.domain, not args.no_hostile, args.crawl_delay,
+    )
+    stop = {signal.SIGTERM, signal.SIGINT}
+    # Blocked before the server threads start, so they inherit the mask and only sigwait sees them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    with serve(web, args.host, args.port, args.log) as server:
+        print(server.port, flush=True)
+        signal.sigwait(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

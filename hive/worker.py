@@ -1,0 +1,425 @@
+"""The worker: one frontier thread and T fetch threads crawling the hosts it owns.
+
+The frontier thread is the only one that touches the frontier and its LMDB
+store (no locks around it). Each turn of ``loop_once(now)`` it applies the
+outcomes the fetch threads finished, hands discovered links to ``on_links``
+(standalone: admitted here; in the hive: the outbox to the splitter), leases
+URLs for idle threads, checks them against the host's robots.txt rules,
+commits once (group commit; a lease is on disk before its fetch starts), and
+only then dispatches the leases.
+
+A fetch thread does the I/O for one lease: DNS (cache, ``--resolve``
+overrides) → address guard → robots.txt or page request through the one
+fetcher → WARC records (flushed before the outcome is returned) → links from
+HTML, canonicalized and filtered by scope. Every failure becomes an Outcome;
+nothing raises out of a fetch thread. A host's politeness clock runs from
+when its response finished arriving (``finished``), as the frontier applies it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hive import __version__
+from hive.config import Config
+from hive.crawllog import CrawlLog
+from hive.dns import AddressGuard, DnsCache, Resolver
+from hive.errors import URLError
+from hive.fetch import Fetcher, FetchResult
+from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.parse import Scope, extract_links
+from hive.record import UrlRecord
+from hive.robots import RobotsCache, RobotsPolicy, RobotsRules
+from hive.urls import canonicalize, host_key
+from hive.warc import Truncation, WarcWriter
+
+log = logging.getLogger(__name__)
+
+LinkSink = Callable[[list[UrlRecord], float], None]
+ROBOTS_CACHE_ENTRIES = 50_000
+IDLE_WAIT = 0.5
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A fetch thread's report on one lease."""
+
+    lease: Lease
+    outcome: Outcome
+    started: float
+    finished: float
+    size: int = 0
+    message: str = ""
+    links: list[UrlRecord] = field(default_factory=list)
+    refused_links: Counter[str] = field(default_factory=Counter)
+    rules: RobotsRules | None = None
+
+
+def hostname(key: str) -> str:
+    """The DNS name (or IP literal) of a host key: ``a.test:8080`` → ``a.test``."""
+    if key.startswith("["):
+        return key[1 : key.index("]")]
+    return key.rsplit(":", 1)[0] if ":" in key else key
+
+
+def truncation(result: FetchResult) -> Truncation | None:
+    """WARC-Truncated's reason for an incomplete body: the size cap, the clock, or else."""
+    if not result.truncated:
+        return None
+    if result.outcome == "too_large":
+        return "length"
+    return "time" if result.outcome == "timeout" else "unspecified"
+
+
+def split_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
+    """An HTTP head as sent (``GET / HTTP/1.1\r\nName: value...``) as its line and fields."""
+    lines = head.decode("latin-1").split("\r\n")
+    fields = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            fields.append((name.strip(), value.strip()))
+    return lines[0], fields
+
+
+class Worker:
+    """A single crawling process's frontier and fetch threads (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        directory: Path,
+        *,
+        worker_id: int = 0,
+        warc_dir: Path | None = None,
+        log_dir: Path | None = None,
+        resolver: Resolver | None = None,
+        rng: random.Random | None = None,
+        on_links: LinkSink | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.worker_id = worker_id
+        self.threads = cfg.fetch.threads
+        self.frontier = Frontier.from_config(directory, cfg, rng=rng, now=time.time())
+        self.dns = DnsCache.from_config(cfg.dns, resolver)
+        self.guard = AddressGuard.from_config(cfg.dns)
+        self.robots_policy = RobotsPolicy.from_config(cfg)
+        self.robots = RobotsCache(
+            ROBOTS_CACHE_ENTRIES, self.robots_policy.agent,
+            load=self._load_robots, store=self._store_robots,
+        )
+        self.fetcher = Fetcher.from_config(cfg.fetch)
+        self.scope = Scope.from_config(cfg.scope)
+        name = f"{worker_id:02d}"
+        self.warc = (
+            WarcWriter.from_config(
+                cfg.warc, warc_dir or directory / "warc", f"hive-{name}", f"hive/{__version__}"
+            )
+            if cfg.warc.enabled else None
+        )
+        self.crawl_log = CrawlLog(
+            log_dir or directory / "logs", f"crawl-{name}", cfg.log.crawl_log_max_bytes
+        )
+        self.on_links: LinkSink = on_links or self._admit_links
+        self.counts: Counter[str] = Counter()
+        self.in_flight = 0
+        self.stopping = False
+        self._jobs: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
+        self._prefetch: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._fetch_loop, name=f"fetch-{i}", daemon=True)
+            for i in range(self.threads)
+        ]
+        self._threads.append(
+            threading.Thread(target=self._prefetch_loop, name="dns-prefetch", daemon=True)
+        )
+        for thread in self._threads:
+            thread.start()
+
+    # -- the frontier thread --------------------------------------------------------
+
+    def _load_robots(self, host: str) -> bytes | None:
+        return self.frontier.store.get("robots", host.encode())
+
+    def _store_robots(self, host: str, data: bytes) -> None:
+        self.frontier.store.put("robots", host.encode(), data)
+
+    def add(self, urls: Iterable[str], now: float, hint: int = 1) -> int:
+        """Admit seed URLs (depth 0); malformed ones are counted and logged, not raised."""
+        records = []
+        for url in urls:
+            try:
+                canonical = canonicalize(url, max_length=self.cfg.scope.max_url_length)
+            except URLError as exc:
+                self.counts[f"seeds/refused/{exc.reason}"] += 1
+                self.crawl_log.write(now, "refused", url, message=str(exc))
+                continue
+            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=hint))
+        return self.admit(records, now)
+
+    def admit(self, records: list[UrlRecord], now: float) -> int:
+        return self.frontier.admit(records, now)
+
+    def _admit_links(self, links: list[UrlRecord], now: float) -> None:
+        self.frontier.admit(links, now)
+
+    def loop_once(self, now: float) -> float:
+        """One turn of the frontier thread; returns how long to wait for the next one."""
+        self._apply_results(now)
+        dispatch: list[Lease] = []
+        wake_at: float | None = None
+        while not self.stopping and self.in_flight + len(dispatch) < self.threads:
+            ready = self.frontier.pop_ready(now)
+            if ready.lease is None:
+                wake_at = ready.wake_at
+                break
+            if self._robots_refuses(ready.lease, now):
+                continue
+            dispatch.append(ready.lease)
+        self.frontier.commit(now)
+        self.crawl_log.flush()
+        for lease in dispatch:
+            self.in_flight += 1
+            self._jobs.put(lease)
+        for host in self.frontier.newly_bound:
+            self._prefetch.put(hostname(host))
+        self.frontier.newly_bound.clear()
+        if not self._results.empty():
+            return 0.0
+        if self.in_flight < self.threads and wake_at is not None:
+            return max(0.0, min(wake_at - now, IDLE_WAIT))
+        return IDLE_WAIT
+
+    def _robots_refuses(self, lease: Lease, now: float) -> bool:
+        if lease.kind != PAGE or not self.cfg.robots.enabled:
+            return False
+        rules = self.robots.get(lease.record.host_key, now)
+        if rules is None or rules.allowed(lease.record.url):
+            return False
+        self._record(Fetched(lease, Outcome("robots", contacted=False), now, now), now)
+        return True
+
+    def _apply_results(self, now: float) -> None:
+        while True:
+            try:
+                fetched = self._results.get_nowait()
+            except queue.Empty:
+                return
+            self.in_flight -= 1
+            if fetched.rules is not None:
+                self.robots.put(fetched.lease.record.host_key, fetched.rules)
+            self._record(fetched, now)
+            if fetched.links:
+                self.on_links(fetched.links, now)
+            for reason, n in fetched.refused_links.items():
+                self.counts[f"links/refused/{reason}"] += n
+            self.counts["links/found"] += len(fetched.links)
+
+    def _record(self, fetched: Fetched, now: float) -> None:
+        lease, outcome = fetched.lease, fetched.outcome
+        self.frontier.done(lease, outcome, fetched.started, fetched.finished)
+        self.counts[f"worker/outcome/{outcome.kind}"] += 1
+        record = lease.record
+        self.crawl_log.write(
+            fetched.finished, outcome.kind, record.url, status=outcome.status,
+            size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
+            depth=record.depth, message=fetched.message,
+        )
+
+    def wait(self, seconds: float) -> None:
+        """Sleep until a fetch finishes or ``seconds`` pass."""
+        if seconds > 0 and self._wake.wait(seconds):
+            self._wake.clear()
+
+    @property
+    def idle(self) -> bool:
+        return self.in_flight == 0 and self.frontier.pending == 0 and self._results.empty()
+
+    def run_until_idle(self, timeout: float) -> bool:
+        """Crawl until nothing is pending or in flight; False if ``timeout`` came first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.wait(self.loop_once(time.time()))
+            if self.idle:
+                return True
+        return False
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Warm stop: lease nothing more, let in-flight fetches finish, record them, close."""
+        self.stopping = True
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            self.wait(self.loop_once(time.time()))
+        self.close()
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        self._prefetch.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.frontier.close(time.time())
+        self.crawl_log.close()
+        if self.warc is not None:
+            self.warc.close()
+        self.fetcher.close()
+
+    def stats(self) -> dict[str, int]:
+        out = self.frontier.stats()
+        out.update(self.dns.stats())
+        out.update(self.robots.stats())
+        out.update(self.fetcher.stats())
+        if self.warc is not None:
+            out.update(self.warc.stats())
+        out.update(self.counts)
+        out["worker/in_flight"] = self.in_flight
+        return out
+
+    # -- fetch threads ---------------------------------------------------------------
+
+    def _prefetch_loop(self) -> None:
+        while (host := self._prefetch.get()) is not None:
+            self.dns.lookup(host, time.time())
+
+    def _fetch_loop(self) -> None:
+        while (lease := self._jobs.get()) is not None:
+            started = time.time()
+            try:
+                fetched = self._fetch(lease, started)
+            except Exception as exc:  # a bug must not kill the thread or lose the lease
+                log.exception("fetch of %s failed", lease.record.url)
+                fetched = Fetched(
+                    lease, Outcome("error", contacted=True), started, time.time(),
+                    message=f"{type(exc).__name__}: {exc}",
+                )
+            self._results.put(fetched)
+            self._wake.set()
+
+    def _address(self, host: str, now: float) -> tuple[str | None, str, str]:
+        """(address, outcome kind, message) for a host key: the kind is empty on success."""
+        resolution = self.dns.lookup(hostname(host), now)
+        if not resolution.ok:
+            return None, "dns", resolution.message
+        address = resolution.addresses[0]
+        refusal = self.guard.check(address)
+        if refusal is not None:
+            return None, "refused_address", refusal
+        return address, "", ""
+
+    def _fetch(self, lease: Lease, started: float) -> Fetched:
+        address, kind, message = self._address(lease.record.host_key, started)
+        if address is None:
+            if lease.kind == ROBOTS and kind == "dns":
+                return self._robots_outcome(lease, None, b"", started, time.time(), message)
+            return Fetched(lease, Outcome(kind, contacted=False), started, time.time(),
+                           message=message)
+        if lease.kind == ROBOTS:
+            return self._fetch_robots(lease, address, started)
+        result = self._get(lease.record.url, address)
+        return self._page(lease, result, started)
+
+    def _get(self, url: str, address: str) -> FetchResult:
+        result = self.fetcher.fetch(url, address)
+        if self.warc is not None and result.status is not None:
+            request_line, request_headers = split_head(result.request_bytes)
+            self.warc.write_exchange(
+                url=url, ip=address, request_line=request_line,
+                request_headers=request_headers, status_line=result.status_line,
+                response_headers=result.headers, body=result.raw_body,
+                truncated=truncation(result), date=result.started,
+            )
+        return result
+
+    def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:
+        record = lease.record
+        outcome = Outcome(result.outcome, result.status, retry_after=result.retry_after)
+        fetched = Fetched(
+            lease, outcome, started, result.finished, size=len(result.raw_body),
+            message=result.message,
+        )
+        if result.outcome == "ok":
+            links = extract_links(
+                record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow
+            )
+            fetched.refused_links.update(links.refused)
+            self._follow(fetched, links.links, record.depth + 1, record.hops)
+        elif result.outcome == "redirect" and result.location:
+            if record.hops >= self.cfg.fetch.max_redirect_hops:
+                fetched.outcome = Outcome("redirect_hops", result.status)
+                fetched.message = f"more than {self.cfg.fetch.max_redirect_hops} redirects"
+            else:
+                try:
+                    target = canonicalize(
+                        result.location, record.url, self.cfg.scope.max_url_length
+                    )
+                except URLError as exc:
+                    fetched.refused_links[exc.reason] += 1
+                    fetched.message = f"redirect to {exc}"
+                else:
+                    self._follow(fetched, [target], record.depth, record.hops + 1)
+        return fetched
+
+    def _follow(self, fetched: Fetched, urls: list[str], depth: int, hops: int) -> None:
+        source = fetched.lease.record.url
+        for url in urls:
+            reason = self.scope.check(url, source)
+            if reason is not None:
+                fetched.refused_links[reason] += 1
+                continue
+            fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))
+
+    def _fetch_robots(self, lease: Lease, address: str, started: float) -> Fetched:
+        url, hops = lease.record.url, 0
+        while True:
+            result = self._get(url, address)
+            target = (
+                self.robots_policy.next_hop(url, result.location, hops)
+                if result.outcome == "redirect" else None
+            )
+            if target is None:
+                break
+            try:
+                url = canonicalize(target)
+            except URLError:
+                break
+            next_address, _, message = self._address(host_key(url), time.time())
+            if next_address is None:
+                return self._robots_outcome(lease, None, b"", started, time.time(), message)
+            address, hops = next_address, hops + 1
+        status = result.status if result.outcome not in ("timeout", "connect") else None
+        return self._robots_outcome(
+            lease, status, result.body, started, result.finished, result.message
+        )
+
+    def _robots_outcome(
+        self, lease: Lease, status: int | None, body: bytes, started: float, finished: float,
+        message: str,
+    ) -> Fetched:
+        decision = self.robots_policy.from_fetch(
+            status, body, finished, attempt=lease.record.attempts + 1
+        )
+        contacted = status is not None
+        if decision.unreachable:
+            outcome = Outcome("robots_unreachable", status, contacted)
+        elif decision.retry_at is not None:
+            outcome = Outcome(
+                "robots_retry", status, contacted, retry_after=decision.retry_at - finished
+            )
+        else:
+            outcome = Outcome(
+                "robots_ok", status, contacted, crawl_delay=decision.rules.crawl_delay(),
+                robots_until=decision.rules.expires,
+            )
+        rules = decision.rules if decision.final else None
+        return Fetched(lease, outcome, started, finished, size=len(body), message=message,
+                       rules=rules)

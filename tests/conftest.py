@@ -1,0 +1,54 @@
+"""Shared fixtures: the synthetic web on loopback and a polling wait."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from hive import config
+from hive.testweb import Web, WebProcess
+
+WEB_ADDRESS = "127.0.0.2"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(interval)
+
+
+def crawl_config(server: WebProcess, **sections: dict[str, Any]) -> config.Config:
+    """A config for crawling the test web fast: ms delays, short timeouts and retries."""
+    base: dict[str, dict[str, Any]] = {
+        "dns": {"resolve": [server.resolve], "allow_nets": [f"{WEB_ADDRESS}/32"]},
+        "politeness": {
+            "min_delay": 0.05, "max_delay": 0.2, "crawl_delay_cap": 0.5,
+            "backoff_base": 1.0, "backoff_max": 2.0, "retry_after_cap": 2.5,
+        },
+        "robots": {"retry_delay": 0.2, "tries": 2},
+        "fetch": {
+            "threads": 8, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0,
+            "max_body_bytes": 2 << 20, "max_decoded_bytes": 4 << 20,
+        },
+        "frontier": {"max_urls_per_host": 60, "max_depth": 12, "sync_interval": 0.5},
+    }
+    for name, values in sections.items():
+        base.setdefault(name, {}).update(values)
+    return config.load(environ={}).replace(**base)
+
+
+@pytest.fixture(scope="module")
+def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
+    """The synthetic web on 127.0.0.2 (tripwire on 127.0.0.1), in a process of its own."""
+    log = tmp_path_factory.mktemp("web") / "requests.jsonl"
+    with WebProcess(Web(seed=3, hosts=24, pages=12), log, host=WEB_ADDRESS) as server:
+        yield server

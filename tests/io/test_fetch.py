@@ -1,0 +1,543 @@
+"""hive.fetch against real HTTP/1.1 servers on 127.0.0.1 (threads in this process).
+
+Each server is a socket loop whose handler writes the bytes a test needs (keep-alive,
+garbage, drips, endless chunks), so every failure mode is produced on the wire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gzip
+import socket
+import ssl
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive import fetch as fetch_module
+from hive.config import load
+from hive.fetch import Fetcher, FetchResult, decode_body, parse_retry_after
+
+Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
+
+
+class Server:
+    """A threaded HTTP/1.1 server on 127.0.0.1:0 that records connections and request heads."""
+
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
+        self.handler = handler
+        self.tls = tls
+        self.stop = threading.Event()
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server_names: list[str | None] = []
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def _accept(self) -> None:
+        while True:
+            sock, _ = self.listener.accept()
+            if self.stop.is_set():
+                sock.close()
+                return
+            with self._lock:
+                self.connections += 1
+                self._socks.append(sock)
+                thread = threading.Thread(target=self._serve, args=(sock,), daemon=True)
+                self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_side=True)
+                with self._lock:
+                    self._socks.append(sock)
+            buffer = b""
+            while not self.stop.is_set():
+                while b"\r\n\r\n" not in buffer:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                with self._lock:
+                    self.requests.append(head + b"\r\n\r\n")
+                if not self.handler(self, sock, head):
+                    return
+        except OSError:
+            return
+        finally:
+            sock.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        with socket.create_connection(("127.0.0.1", self.port)):
+            pass  # wakes the acceptor, which sees stop and returns
+        self._acceptor.join(5)
+        with self._lock:
+            socks, threads = list(self._socks), list(self._threads)
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for thread in threads:
+            thread.join(5)
+        self.listener.close()
+
+
+def response(status: str, headers: dict[str, str], body: bytes = b"") -> bytes:
+    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items())]
+    if "Transfer-Encoding" not in headers:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def replying(data: bytes) -> Handler:
+    def handle(server: Server, sock: socket.socket, head: bytes) -> bool:
+        sock.sendall(data)
+        return True
+
+    return handle
+
+
+PAGE = b"<html><body><a href='/b'>b</a></body></html>"
+OK = replying(response("200 OK", {"Content-Type": "text/html; charset=utf-8"}, PAGE))
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Server]]:
+    servers: list[Server] = []
+
+    def start(handler: Handler, tls: ssl.SSLContext | None = None) -> Server:
+        servers.append(Server(handler, tls))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def make_fetcher() -> Iterator[Callable[..., Fetcher]]:
+    fetchers: list[Fetcher] = []
+
+    def make(**overrides: Any) -> Fetcher:
+        options: dict[str, Any] = dict(
+            user_agent="hive-test/1.0 (+http://hive.test/bot)", connect_timeout=2.0,
+            read_timeout=2.0, total_timeout=5.0, max_body_bytes=1_000_000,
+            max_decoded_bytes=2_000_000, pool_connections=8,
+        )
+        options.update(overrides)
+        fetchers.append(Fetcher(**options))
+        return fetchers[-1]
+
+    yield make
+    for fetcher in fetchers:
+        fetcher.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def get(fetcher: Fetcher, server: Server, path: str = "/", host: str = "site.test") -> FetchResult:
+    return fetcher.fetch(f"http://{host}:{server.port}{path}", "127.0.0.1")
+
+
+def test_ok_page_reuses_one_keep_alive_connection(serve: Any, make_fetcher: Any) -> None:
+    server, fetcher = serve(OK), make_fetcher()
+    results = [get(fetcher, server, f"/p{i}") for i in range(3)]
+    assert [r.outcome for r in results] == ["ok"] * 3
+    first = results[0]
+    assert (first.status, first.body, first.raw_body, first.truncated) == (200, PAGE, PAGE, False)
+    assert first.content_type == "text/html; charset=utf-8"
+    assert first.status_line == "HTTP/1.1 200 OK"
+    assert ("Content-Length", str(len(PAGE))) in first.headers
+    assert first.address == "127.0.0.1" and first.message == ""
+    assert first.started <= first.finished and first.download_time >= 0
+    assert server.connections == 1
+    stats = fetcher.stats()
+    assert stats["fetch/requests"] == 3 and stats["fetch/outcome/ok"] == 3
+    assert stats["fetch/bytes"] == 3 * len(PAGE)
+    assert (stats["fetch/connections/opened"], stats["fetch/connections/reused"]) == (1, 2)
+
+
+def test_request_goes_to_the_address_with_the_url_host(serve: Any, make_fetcher: Any) -> None:
+    server, fetcher = serve(OK), make_fetcher()
+    result = get(fetcher, server, "/a/b?x=1&y=2#frag")
+    assert result.outcome == "ok"
+    assert server.requests == [result.request_bytes]
+    lines = result.request_bytes.decode("ascii").split("\r\n")
+    assert lines[0] == "GET /a/b?x=1&y=2 HTTP/1.1"
+    assert f"Host: site.test:{server.port}" in lines
+    assert "User-Agent: hive-test/1.0 (+http://hive.test/bot)" in lines
+    assert any(line.startswith("Accept-Encoding: gzip, deflate") for line in lines)
+
+
+def test_default_port_is_left_out_of_host(make_fetcher: Any) -> None:
+    _, _, _, request = make_fetcher()._request("http://Site.Test:80")
+    assert request.startswith(b"GET / HTTP/1.1\r\nHost: site.test\r\n")
+
+
+def test_404_is_an_http_outcome(serve: Any, make_fetcher: Any) -> None:
+    server = serve(replying(response("404 Not Found", {}, b"gone")))
+    result = get(make_fetcher(), server)
+    assert (result.outcome, result.status, result.body) == ("http_404", 404, b"gone")
+    assert result.message == "HTTP/1.1 404 Not Found"
+
+
+def test_301_is_reported_not_followed(serve: Any, make_fetcher: Any) -> None:
+    server = serve(replying(response("301 Moved Permanently", {"Location": "/new?q=1"})))
+    result = get(make_fetcher(), server, "/old")
+    assert (result.outcome, result.status) == ("redirect", 301)
+    assert result.location == f"http://site.test:{server.port}/new?q=1"
+    assert len(server.requests) == 1
+
+
+def test_3xx_without_location_is_an_http_outcome(serve: Any, make_fetcher: Any) -> None:
+    result = get(make_fetcher(), serve(replying(response("304 Not Modified", {}))))
+    assert (result.outcome, result.location) == ("http_304", None)
+
+
+def test_429_retry_after_seconds_and_date(serve: Any, make_fetcher: Any) -> None:
+    fetcher = make_fetcher()
+    seconds = serve(replying(response("429 Too Many Requests", {"Retry-After": "120"})))
+    result = get(fetcher, seconds)
+    assert (result.outcome, result.retry_after) == ("http_429", 120.0)
+    when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=300)
+    date = when.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    dated = serve(replying(response("429 Too Many Requests", {"Retry-After": date})))
+    result = get(fetcher, dated)
+    assert result.outcome == "http_429"
+    assert result.retry_after is not None and 295 <= result.retry_after <= 301
+
+
+def test_parse_retry_after() -> None:
+    now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert parse_retry_after(" 7 ", now) == 7.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now) == 120.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now) == 0.0
+    assert parse_retry_after("-5", now) is None
+    assert parse_retry_after("soon", now) is None
+
+
+@pytest.mark.parametrize(
+    ("coding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", lambda data: zlib.compress(data, wbits=-15)),
+    ],
+)
+def test_encoded_body_is_decoded_and_raw_kept(
+    serve: Any, make_fetcher: Any, coding: str, encode: Callable[[bytes], bytes]
+) -> None:
+    encoded = encode(PAGE * 100)
+    server = serve(replying(response("200 OK", {"Content-Encoding": coding}, encoded)))
+    result = get(make_fetcher(), server)
+    assert (result.outcome, result.body, result.raw_body) == ("ok", PAGE * 100, encoded)
+
+
+def test_gzip_bomb_stops_at_max_decoded_bytes(serve: Any, make_fetcher: Any) -> None:
+    bomb = gzip.compress(b"\0" * 5_000_000)
+    server = serve(replying(response("200 OK", {"Content-Encoding": "gzip"}, bomb)))
+    fetcher = make_fetcher(max_decoded_bytes=100_000)
+    result = get(fetcher, server)
+    assert result.outcome == "decoded_too_large"
+    assert result.raw_body == bomb and len(result.body) == 100_000
+    assert fetcher.stats()["fetch/outcome/decoded_too_large"] == 1
+
+
+def test_decode_body_edge_cases() -> None:
+    members = gzip.compress(b"one ") + gzip.compress(b"two")
+    assert decode_body(members, ["gzip"], 100) == (b"one two", None, "")
+    assert decode_body(b"plain", ["identity"], 100) == (b"plain", None, "")
+    undecoded = (b"zzz", None, "content-encoding 'compress' left undecoded")
+    assert decode_body(b"zzz", ["compress"], 100) == undecoded
+    body, problem, note = decode_body(b"not gzip", ["gzip"], 100)
+    assert (body, problem) == (b"", "protocol") and note.startswith("bad gzip body")
+    layered = gzip.compress(zlib.compress(b"inner"))
+    assert decode_body(layered, ["deflate", "gzip"], 100) == (b"inner", None, "")
+
+
+def test_br_left_undecoded_without_brotli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fetch_module, "_brotli", None)
+    assert decode_body(b"\x0b\x02\x80hi\x03", ["br"], 100)[1:] == (
+        None, "content-encoding 'br' left undecoded",
+    )
+
+
+def test_br_decoded_with_a_bound_when_brotli_is_installed() -> None:
+    brotli = pytest.importorskip("brotli")
+    if fetch_module._brotli is None:
+        pytest.skip("brotli module without bounded decoding")
+    assert decode_body(brotli.compress(PAGE), ["br"], 1000) == (PAGE, None, "")
+    body, problem, _ = decode_body(brotli.compress(b"\0" * 5_000_000), ["br"], 100_000)
+    assert (len(body), problem) == (100_000, "decoded_too_large")
+
+
+def chunked(pieces: list[bytes]) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+def test_chunked_body_is_dechunked_in_raw_body(serve: Any, make_fetcher: Any) -> None:
+    head = response("200 OK", {"Transfer-Encoding": "chunked"})
+    server = serve(replying(head + chunked([b"Hello, ", b"chunked ", b"world"])))
+    fetcher = make_fetcher()
+    first, second = get(fetcher, server), get(fetcher, server)
+    whole = b"Hello, chunked world"
+    assert (first.outcome, first.raw_body, first.body) == ("ok", whole, whole)
+    assert second.outcome == "ok" and server.connections == 1
+
+
+def endless_chunks(server: Server, sock: socket.socket, head: bytes) -> bool:
+    sock.sendall(response("200 OK", {"Transfer-Encoding": "chunked"}))
+    piece = b"%x\r\n%s\r\n" % (8192, b"a" * 8192)
+    while not server.stop.is_set():
+        sock.sendall(piece)
+    return False
+
+
+def test_endless_body_stops_at_max_body_bytes(serve: Any, make_fetcher: Any) -> None:
+    server = serve(endless_chunks)
+    fetcher = make_fetcher(max_body_bytes=100_000)
+    result = get(fetcher, server)
+    assert (result.outcome, result.status, result.truncated) == ("too_large", 200, True)
+    assert result.raw_body == b"a" * 100_000 and result.body == result.raw_body
+    robots = f"http://site.test:{server.port}/robots.txt"
+    small = fetcher.fetch(robots, "127.0.0.1", max_body_bytes=10)
+    assert (small.outcome, small.raw_body) == ("too_large", b"a" * 10)
+    assert server.connections == 2  # a cut connection is not reused
+
+
+def drip(head_first: bool) -> Handler:
+    def handle(server: Server, sock: socket.socket, head: bytes) -> bool:
+        if head_first:
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        while not server.stop.wait(0.05):
+            sock.sendall(b"x")
+        return False
+
+    return handle
+
+
+@pytest.mark.parametrize("head_first", [True, False], ids=["body", "head"])
+def test_slow_drip_stops_at_total_timeout(serve: Any, make_fetcher: Any, head_first: bool) -> None:
+    server = serve(drip(head_first))
+    fetcher = make_fetcher(read_timeout=2.0, total_timeout=0.5)
+    t0 = time.monotonic()
+    result = get(fetcher, server)
+    assert time.monotonic() - t0 < 1.5
+    assert result.outcome == "timeout" and result.message.startswith("total timeout (0.5 s)")
+    if head_first:
+        assert result.status == 200 and result.truncated and 0 < len(result.raw_body) < 1000
+    else:
+        assert result.status is None and result.status_line == ""
+
+
+def test_connection_refused(make_fetcher: Any) -> None:
+    result = make_fetcher().fetch(f"http://site.test:{closed_port()}/", "127.0.0.1")
+    assert (result.outcome, result.status) == ("connect", None)
+    assert "ConnectionRefusedError" in result.message
+
+
+def silent(server: Server, sock: socket.socket, head: bytes) -> bool:
+    server.stop.wait(10)
+    return False
+
+
+def test_read_timeout(serve: Any, make_fetcher: Any) -> None:
+    server = serve(silent)
+    t0 = time.monotonic()
+    result = get(make_fetcher(read_timeout=0.3, total_timeout=5.0), server)
+    assert time.monotonic() - t0 < 2
+    assert result.outcome == "timeout" and result.message.startswith("read timeout (0.3 s)")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"garbage instead of HTTP\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nbad\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort",
+    ],
+    ids=["garbage", "bad-chunk", "short-body"],
+)
+def test_malformed_response_is_protocol(serve: Any, make_fetcher: Any, reply: bytes) -> None:
+    def once(server: Server, sock: socket.socket, head: bytes) -> bool:
+        sock.sendall(reply)
+        return False
+
+    result = get(make_fetcher(), serve(once))
+    assert result.outcome == "protocol", result.message
+
+
+def test_closed_without_response_is_connect(serve: Any, make_fetcher: Any) -> None:
+    result = get(make_fetcher(), serve(lambda server, sock, head: False))
+    assert result.outcome == "connect" and "RemoteDisconnected" in result.message
+
+
+def test_server_closing_idle_connection_is_replaced(serve: Any, make_fetcher: Any) -> None:
+    def close_after(server: Server, sock: socket.socket, head: bytes) -> bool:
+        sock.sendall(response("200 OK", {}, b"once"))
+        return False  # closes without saying Connection: close
+
+    server = serve(close_after)
+    fetcher = make_fetcher()
+    assert [get(fetcher, server).outcome for _ in range(3)] == ["ok"] * 3
+    assert server.connections == 3
+
+
+def test_interim_103_is_skipped(serve: Any, make_fetcher: Any) -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+    result = get(make_fetcher(), serve(replying(early + response("200 OK", {}, b"final"))))
+    assert (result.outcome, result.body) == ("ok", b"final")
+
+
+def test_proxy_environment_is_ignored(
+    serve: Any, make_fetcher: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = f"http://127.0.0.1:{closed_port()}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy)
+        monkeypatch.setenv(name.lower(), proxy)
+    server = serve(OK)
+    result = get(make_fetcher(), server)
+    assert result.outcome == "ok" and len(server.requests) == 1
+
+
+def test_pool_keeps_at_most_pool_connections(serve: Any, make_fetcher: Any) -> None:
+    a, b = serve(OK), serve(OK)
+    fetcher = make_fetcher(pool_connections=1)
+    for _ in range(3):
+        assert get(fetcher, a).outcome == "ok" and get(fetcher, b).outcome == "ok"
+    assert (a.connections, b.connections) == (3, 3)
+
+
+def test_threads_share_one_fetcher(serve: Any, make_fetcher: Any) -> None:
+    server, fetcher = serve(OK), make_fetcher(pool_connections=4)
+    outcomes: list[str] = []
+
+    def work() -> None:
+        for _ in range(10):
+            outcomes.append(get(fetcher, server).outcome)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes == ["ok"] * 40
+    assert fetcher.stats()["fetch/requests"] == 40
+    assert server.connections <= 4
+
+
+@pytest.mark.parametrize(
+    ("url", "address", "fragment"),
+    [
+        ("ftp://site.test/", "127.0.0.1", "invalid URL: unsupported scheme"),
+        ("http:///nohost", "127.0.0.1", "invalid URL: no host"),
+        ("http://site.test/a b", "127.0.0.1", "invalid URL: characters"),
+        ("http://site.test:99999/", "127.0.0.1", "invalid URL: Port out of range"),
+        ("http://site.test/", "localhost", "not an IP address"),
+    ],
+)
+def test_bad_input_is_an_error_outcome(
+    make_fetcher: Any, url: str, address: str, fragment: str
+) -> None:
+    result = make_fetcher().fetch(url, address)
+    assert result.outcome == "error" and fragment in result.message
+
+
+def test_from_config_scales_the_pool_by_threads() -> None:
+    cfg = load(environ={}).fetch
+    with Fetcher.from_config(cfg) as fetcher:
+        assert fetcher._pool._capacity == cfg.pool_connections * cfg.threads
+        assert fetcher.total_timeout == cfg.total_timeout
+
+
+# TLS: a test CA signs a certificate for site.test; the server records the SNI it is sent.
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def cert(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> Any:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False
+            )
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    leaf_key = ec.generate_private_key(ec.SECP256R1())
+    ca = cert("hive test CA", ca_key, "hive test CA", ca_key, True)
+    leaf = cert("site.test", leaf_key, "hive test CA", ca_key, False)
+    folder = tmp_path_factory.mktemp("tls")
+    pem = serialization.Encoding.PEM
+    (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (folder / "cert.pem").write_bytes(leaf.public_bytes(pem))
+    (folder / "key.pem").write_bytes(
+        leaf_key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
+
+
+@pytest.fixture
+def tls_server(serve: Any, tls_files: tuple[Path, Path, Path]) -> Server:
+    _, cert, key = tls_files
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server: Server = serve(OK, context)
+    context.sni_callback = lambda sslobj, name, ctx: server.server_names.append(name)
+    return server
+
+
+def test_https_uses_the_url_host_for_sni_and_the_certificate(
+    tls_server: Server, tls_files: tuple[Path, Path, Path], make_fetcher: Any
+) -> None:
+    trusting = ssl.create_default_context(cafile=str(tls_files[0]))
+    fetcher = make_fetcher(ssl_context=trusting)
+    url = f"https://site.test:{tls_server.port}/"
+    assert [fetcher.fetch(url, "127.0.0.1").outcome for _ in range(2)] == ["ok", "ok"]
+    assert tls_server.server_names == ["site.test"] and tls_server.connections == 1
+    assert f"Host: site.test:{tls_server.port}".encode() in tls_server.requests[0]
+    other = fetcher.fetch(f"https://other.test:{tls_server.port}/", "127.0.0.1")
+    assert other.outcome == "tls" and "other.test" in other.message
+
+
+def test_https_with_an_unknown_ca_is_tls(tls_server: Server, make_fetcher: Any) -> None:
+    result = make_fetcher().fetch(f"https://site.test:{tls_server.port}/", "127.0.0.1")
+    assert result.outcome == "tls" and "certificate verify failed" in result.message

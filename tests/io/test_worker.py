@@ -1,0 +1,124 @@
+"""One worker crawls the synthetic web; every invariant is measured at the server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from hive.testweb import WebProcess, duplicates, politeness_violations
+from hive.worker import Worker
+from tests.conftest import crawl_config
+
+WARCIO = [sys.executable, "-c", "from warcio.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def crawl(web_server: WebProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Crawl the whole test web once with one worker; the tests below read the results."""
+    directory = tmp_path_factory.mktemp("worker")
+    cfg = crawl_config(web_server, scope={"mode": "any"}, politeness={"min_delay": 0.1})
+    worker = Worker(cfg, directory / "store", warc_dir=directory / "warc", log_dir=directory)
+    worker.add(web_server.seeds(), time.time())
+    finished = worker.run_until_idle(timeout=90)
+    stats = worker.stats()
+    worker.close()
+    log = [json.loads(line) for line in (directory / "crawl-00.jsonl").read_text().splitlines()]
+    return {
+        "finished": finished, "stats": stats, "requests": list(web_server.requests),
+        "log": log, "warc": sorted((directory / "warc").glob("*.warc.gz")), "cfg": cfg,
+    }
+
+
+def outcomes_for(crawl: dict[str, object], host: str) -> Counter[str]:
+    return Counter(e["outcome"] for e in crawl["log"] if f"//{host}" in e["url"])  # type: ignore[attr-defined]
+
+
+def test_the_batch_ends(crawl: dict[str, object]) -> None:
+    assert crawl["finished"], crawl["stats"]
+
+
+def test_politeness_at_the_server(crawl: dict[str, object], web_server: WebProcess) -> None:
+    gaps = {host: 0.1 for host in web_server.web.names}
+    gaps.update({host: 0.1 for host in web_server.web.hostile})
+    gaps.update(web_server.web.crawl_delay)
+    # 10 ms: how late a threaded Python server may stamp a response's end under load.
+    violations = politeness_violations(crawl["requests"], gaps, tolerance=0.01)  # type: ignore[arg-type]
+    assert violations == []
+
+
+def test_every_in_scope_page_once(crawl: dict[str, object], web_server: WebProcess) -> None:
+    requests = crawl["requests"]
+    fetched = {r.url for r in requests if r.method == "GET"}  # type: ignore[attr-defined]
+    missing = web_server.in_scope_urls() - fetched
+    assert not missing, sorted(missing)[:10]
+    retried = {e["url"] for e in crawl["log"] if e["outcome"] in ("timeout", "connect")}  # type: ignore[attr-defined]
+    retries = crawl["cfg"].frontier.max_retries  # type: ignore[attr-defined]
+    repeated = duplicates(requests)  # type: ignore[arg-type]
+    assert {url: n for url, n in repeated.items() if url not in retried or n > 1 + retries} == {}
+
+
+def test_robots_obeyed(crawl: dict[str, object], web_server: WebProcess) -> None:
+    fetched = {r.url for r in crawl["requests"]}  # type: ignore[attr-defined]
+    assert not fetched & web_server.web.disallowed_urls(web_server.port)
+    error_host = next(h for h, k in web_server.web.robots.items() if k == "error")
+    assert {r.path for r in crawl["requests"] if r.hostname == error_host} == {"/robots.txt"}  # type: ignore[attr-defined]
+    assert outcomes_for(crawl, error_host)["robots_unreachable"] >= 1
+
+
+def test_address_guard_nothing_reaches_the_tripwire(
+    crawl: dict[str, object], web_server: WebProcess
+) -> None:
+    assert web_server.web.strays(crawl["requests"]) == []  # type: ignore[arg-type]
+    refused = [e for e in crawl["log"] if e["outcome"] == "refused_address"]  # type: ignore[attr-defined]
+    assert len(refused) >= 5, (refused, {k: v for k, v in crawl["stats"].items() if "refused" in k})  # type: ignore[attr-defined]
+
+
+def test_hostile_hosts_end_in_their_outcomes(crawl: dict[str, object]) -> None:
+    expect = {
+        "gzip-bomb.web.test": "decoded_too_large",
+        "endless.web.test": "too_large",
+        "drip.web.test": "timeout",
+        "rate-limited.web.test": "http_429",
+        "huge.web.test": "too_large",
+        "redirect-loop.web.test": "redirect",
+    }
+    for host, kind in expect.items():
+        assert outcomes_for(crawl, host)[kind] >= 1, (host, outcomes_for(crawl, host))
+    binary = outcomes_for(crawl, "binary.web.test")
+    assert binary["ok"] == 1
+    calendar = outcomes_for(crawl, "calendar.web.test")
+    cfg = crawl["cfg"]
+    assert 1 < calendar["ok"] <= cfg.frontier.max_urls_per_host  # type: ignore[attr-defined]
+
+
+def test_warc_is_valid_with_one_response_per_fetch(crawl: dict[str, object]) -> None:
+    files = crawl["warc"]
+    assert files
+    result = subprocess.run(
+        [*WARCIO, "check", *map(str, files)],  # type: ignore[call-overload]
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    index = subprocess.run(
+        [*WARCIO, "index", "-f", "warc-type,warc-target-uri",
+         *map(str, files)],  # type: ignore[call-overload]
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    responses = [json.loads(line) for line in index.stdout.splitlines()]
+    pages = [r for r in responses if r.get("warc-type") == "response"]
+    got = Counter(r["warc-target-uri"] for r in pages)
+    ok_urls = {e["url"] for e in crawl["log"] if e["outcome"] == "ok"}  # type: ignore[attr-defined]
+    assert ok_urls <= set(got)
+    assert all(n == 1 for url, n in got.items() if url in ok_urls and "robots.txt" not in url)
+
+
+def test_counters_agree_with_the_log(crawl: dict[str, object]) -> None:
+    stats = crawl["stats"]
+    logged = Counter(e["outcome"] for e in crawl["log"])  # type: ignore[attr-defined]
+    assert stats["frontier/pending"] == 0  # type: ignore[index]
+    assert logged["ok"] == stats.get("worker/outcome/ok")  # type: ignore[attr-defined]
