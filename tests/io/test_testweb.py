@@ -308,7 +308,7 @@ def test_log_records_each_request_and_strays(server: WebServer) -> None:
         with closing(conn.getresponse()) as response:
             assert response.status == 404
             response.read()
-    assert [r.path for r in server.web.strays(server.requests)] == ["/tripwire"]
+    wait_for(lambda: [r.path for r in server.web.strays(server.requests)] == ["/tripwire"])
 
 
 def test_close_ends_open_streams() -> None:
