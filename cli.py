@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from hive import __version__
 from hive import config as config_mod
-from hive.errors import ConfigError
+from hive.config import Config
+from hive.control import ControlClient
+from hive.endpoints import Endpoints
+from hive.errors import ConfigError, ControlError, HiveError
+from hive.lifecycle import Runner, setup_logging
+from hive.supervisor import Supervisor, read_state
+
+pass_config = click.make_pass_decorator(Config)
+DATA = click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
+                    default=Path("hive-data"), show_default=True,
+                    help="The crawl's data directory.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,6 +41,267 @@ def main(ctx: click.Context, config_file: Path | None, overrides: tuple[str, ...
         ctx.obj = config_mod.load(config_file, overrides)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--config/--set") from exc
+
+
+def _network(cfg: Config, resolve: tuple[str, ...], allow_private: bool,
+             allow_net: tuple[str, ...]) -> Config:
+    if allow_private and allow_net:
+        raise click.BadParameter("give --allow-private or --allow-net, not both",
+                                 param_hint="--allow-private")
+    try:
+        return cfg.replace(dns={
+            "resolve": [*cfg.dns.resolve, *resolve],
+            "allow_private": cfg.dns.allow_private or allow_private,
+            "allow_nets": [*cfg.dns.allow_nets, *allow_net],
+        })
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _read_urls(source: str) -> list[str]:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+class Progress:
+    """The one live line of a foreground crawl."""
+
+    def __init__(self, supervisor: Supervisor, quiet: bool) -> None:
+        self.supervisor = supervisor
+        self.quiet = quiet
+        self.next = 0.0
+
+    def __call__(self, now: float) -> None:
+        if self.quiet or now < self.next:
+            return
+        self.next = now + 1.0
+        t = self.supervisor.totals()
+        click.echo(
+            f"\rfetched {t['fetched']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
+            f"{t['frontier/pending']:>8.0f}  hosts ready/bound {t['frontier/hosts/ready']:.0f}/"
+            f"{t['frontier/hosts/bound']:.0f}  errors {t['errors']:.0f}   ",
+            nl=False, err=True,
+        )
+
+
+def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
+                   max_pages: int, quiet: bool) -> Supervisor:
+    setup_logging(cfg.log.level if not quiet else "warning", data_dir / "logs", "supervisor")
+    supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages)
+    try:
+        Runner(supervisor, "supervisor", Progress(supervisor, quiet)).run()
+    except HiveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not quiet:
+        click.echo("", err=True)
+    return supervisor
+
+
+@main.command()
+@click.option("--procs", type=click.IntRange(1, 256), help="Crawler processes [hive.procs].")
+@click.option("--seeds", type=click.Path(allow_dash=True),
+              help="A file of URLs, one a line (- for stdin).")
+@DATA
+@click.option("--resolve", multiple=True, metavar="HOST=IP",
+              help="Like curl's: *.example.test=127.0.0.1.")
+@click.option("--allow-private", is_flag=True,
+              help="Allow private, loopback and link-local addresses.")
+@click.option("--allow-net", multiple=True, metavar="CIDR", help="Allow one non-global network.")
+@click.option("--max-pages", type=click.IntRange(0), default=0, help="Stop after this many pages.")
+@click.option("--detach", is_flag=True,
+              help="Return once the hive is up; it runs in the background.")
+@click.option("--quiet", is_flag=True, help="No progress line.")
+@pass_config
+def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
+          resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
+          max_pages: int, detach: bool, quiet: bool) -> None:
+    """Start (or resume) a crawl; exits 0 when the batch ends."""
+    cfg = _network(cfg, resolve, allow_private, allow_net)
+    urls = _read_urls(seeds) if seeds else []
+    if detach:
+        _detach(data_dir)
+        return
+    supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet)
+    click.echo(f"hive stopped: {supervisor.ended}; fetched "
+               f"{supervisor.totals()['fetched']:.0f}; data in {data_dir}")
+
+
+def _detach(data_dir: Path) -> None:
+    args = [a for a in sys.argv[1:] if a != "--detach"]
+    if "-" in args:
+        raise click.BadParameter("--detach cannot read seeds from stdin", param_hint="--seeds")
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    with (data_dir / "logs" / "hive.out").open("ab") as out:
+        process = subprocess.Popen([sys.executable, "-m", "cli", *args, "--quiet"],
+                                   stdout=out, stderr=out, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        state = read_state(data_dir)
+        if state and state.get("pid") == process.pid:
+            click.echo(f"hive running in the background, pid {process.pid}; data in {data_dir}")
+            return
+        if process.poll() is not None:
+            raise click.ClickException(f"hive exited with {process.returncode}; see "
+                                       f"{data_dir / 'logs' / 'hive.out'}")
+        time.sleep(0.1)
+    raise click.ClickException("hive did not come up within 30 s")
+
+
+def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
+    state = read_state(data_dir)
+    pid = state.get("pid") if state else None
+    if not state or not isinstance(pid, int) or not _alive(pid):
+        click.echo(f"no hive is running on {data_dir}", err=True)
+        sys.exit(1)
+    return ControlClient(Endpoints.from_dict(state["endpoints"]).control, timeout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _call(data_dir: Path, cmd: str, **args: Any) -> Any:
+    with _client(data_dir) as client:
+        try:
+            return client.call(cmd, **args)
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+def format_status(status: dict[str, Any]) -> str:
+    header = (f"{'role':<10}{'pid':>8}{'cpu%':>7}{'rss MB':>8}{'files':>6}{'pending':>9}"
+              f"{'bound':>7}{'ready':>6}{'parked':>7}{'flight':>7}{'fetched':>9}{'errors':>7}"
+              f"{'outbox':>7}{'dns hit':>8}")
+    lines = [header]
+    for row in status["processes"]:
+        stats = row.get("stats", {})
+        fetched = sum(v for k, v in stats.items() if k.startswith("worker/outcome/"))
+        errors = sum(v for k, v in stats.items() if k.startswith("worker/outcome/")
+                     and not k.endswith(("/ok", "/redirect")))
+        hits, misses = stats.get("dns/hits", 0), stats.get("dns/misses", 0)
+        hit_rate = f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
+        cells = [
+            f"{row['role']:<10}", f"{row.get('pid') or '-':>8}", f"{row.get('cpu', 0):>7.0f}",
+            f"{row.get('rss_mb', 0):>8.0f}", f"{row.get('open_files', 0):>6}",
+        ]
+        if stats:
+            cells += [
+                f"{stats.get('frontier/pending', 0):>9}",
+                f"{stats.get('frontier/hosts/bound', 0):>7}",
+                f"{stats.get('frontier/hosts/ready', 0):>6}",
+                f"{stats.get('frontier/hosts/parked', 0):>7}",
+                f"{stats.get('worker/in_flight', 0):>7}", f"{fetched:>9}", f"{errors:>7}",
+                f"{stats.get('outbox/size', 0):>7}", f"{hit_rate:>8}",
+            ]
+        lines.append("".join(cells))
+    t = status["totals"]
+    lines.append(
+        f"{'total':<10}{'':>8}{'':>7}{'':>8}{'':>6}{t['frontier/pending']:>9.0f}"
+        f"{t['frontier/hosts/bound']:>7.0f}{t['frontier/hosts/ready']:>6.0f}"
+        f"{t['frontier/hosts/parked']:>7.0f}{t['worker/in_flight']:>7.0f}{t['fetched']:>9.0f}"
+        f"{t['errors']:>7.0f}{t['outbox/size']:>7.0f}"
+    )
+    lines.append(f"{t['pages_per_s']:.1f} pages/s over the last minute"
+                 + ("; stopping" if status.get("stopping") else ""))
+    return "\n".join(lines)
+
+
+@main.command()
+@DATA
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--watch", type=float, is_flag=False, flag_value=2.0, default=None,
+              metavar="[SECONDS]", help="Refresh every SECONDS (default 2).")
+def status(data_dir: Path, as_json: bool, watch: float | None) -> None:
+    """Per-process figures of a running hive."""
+    while True:
+        result = _call(data_dir, "status")
+        click.echo(json.dumps(result, indent=2) if as_json else format_status(result))
+        if watch is None:
+            return
+        time.sleep(watch)
+        if not as_json:
+            click.clear()
+
+
+@main.command()
+@DATA
+@click.option("--now", is_flag=True, help="Stop at once instead of letting fetches finish.")
+def stop(data_dir: Path, now: bool) -> None:
+    """Stop a running hive (warmly: in-flight fetches finish and everything commits)."""
+    _call(data_dir, "stop", now=now)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pid = (read_state(data_dir) or {}).get("pid")
+        if not isinstance(pid, int) or not _alive(pid):
+            click.echo(f"hive on {data_dir} stopped")
+            return
+        time.sleep(0.1)
+    raise click.ClickException(f"the hive on {data_dir} did not stop within 120 s")
+
+
+@main.command()
+@DATA
+@click.argument("urls", nargs=-1, required=True)
+def add(data_dir: Path, urls: tuple[str, ...]) -> None:
+    """Add URLs to a running hive (- reads them from stdin)."""
+    items = _read_urls("-") if urls == ("-",) else list(urls)
+    result = _call(data_dir, "add", urls=items)
+    click.echo(f"added {result['accepted']} URLs ({result['refused']} refused)")
+
+
+@main.command()
+@DATA
+@click.argument("hosts", nargs=-1, required=True)
+def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
+    """Take hosts (HOST[:PORT]) out of a running crawl: pending URLs end as denied."""
+    result = _call(data_dir, "deny", hosts=list(hosts))
+    click.echo("denied: " + ", ".join(result["denied"]))
+
+
+@main.command()
+@click.option("--procs", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--hosts", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--pages", type=click.IntRange(1, 10_000), default=20, show_default=True,
+              help="Pages per host.")
+@click.option("--delay", type=float, default=0.25, show_default=True,
+              help="Politeness delay per host, seconds.")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Where to keep the crawl (default: a new temporary directory).")
+@pass_config
+def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
+         data_dir: Path | None) -> None:
+    """Serve a synthetic web on loopback and crawl it with the real hive."""
+    from hive.testweb import Web, WebProcess, politeness_violations
+
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="hive-demo-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    web = Web(seed=1, hosts=hosts, pages=pages, hostile=False)
+    with WebProcess(web, data_dir / "web-requests.jsonl", host="127.0.0.2") as server:
+        run_cfg = cfg.replace(
+            dns={"resolve": [server.resolve], "allow_nets": ["127.0.0.2/32"]},
+            politeness={"min_delay": delay, "max_delay": max(delay, 1.0),
+                        "crawl_delay_cap": max(delay, 1.0)},
+            fetch={"threads": 8}, robots={"retry_delay": 1.0},
+        )
+        click.echo(f"serving {hosts} hosts x {pages} pages on 127.0.0.2:{server.port}; "
+                   f"crawling with {procs} workers, {delay:g}s between requests to a host")
+        started = time.time()
+        supervisor = run_foreground(run_cfg, data_dir, procs, server.seeds(), 0, False)
+        elapsed = time.time() - started
+        requests = server.requests
+    gaps = dict.fromkeys(web.names, delay)
+    gaps.update(web.crawl_delay)
+    violations = politeness_violations(requests, gaps, tolerance=0.01)
+    fetched = supervisor.totals()["fetched"]
+    click.echo(f"fetched {fetched:.0f} URLs in {elapsed:.1f}s ({fetched / elapsed:.1f}/s); "
+               f"{len(requests)} requests at the server, {len(violations)} politeness violations")
+    click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")
 
 
 if __name__ == "__main__":

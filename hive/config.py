@@ -114,6 +114,24 @@ class LogConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HiveConfig:
+    procs: int
+    vnodes: int
+    ring_seed: int
+    resend_after: float
+    max_tries: int
+    recent_links: int
+    overflow: int
+    stats_interval: float
+    restart_backoff: float
+    max_restarts: int
+    restart_window: float
+    transport: str
+    tcp_host: str
+    tcp_port: int
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     frontier: FrontierConfig
     politeness: PolitenessConfig
@@ -123,6 +141,7 @@ class Config:
     scope: ScopeConfig
     warc: WarcConfig
     log: LogConfig
+    hive: HiveConfig
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The config as plain data (for hive.json and child processes)."""
@@ -142,13 +161,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "politeness.crawl_delay_over_cap": ("cap", "skip"),
     "scope.mode": ("host", "domain", "any"),
     "log.level": ("debug", "info", "warning", "error"),
+    "hive.transport": ("ipc", "tcp"),
 }
 MINIMUM_ONE = {
     "frontier.levels", "frontier.max_bound_hosts", "frontier.min_bound_hosts",
     "frontier.draw_batch", "frontier.txn_max_ops", "frontier.map_size_mb",
     "fetch.threads", "fetch.max_body_bytes", "fetch.max_decoded_bytes", "dns.cache_size",
     "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
-    "warc.max_file_bytes", "fetch.pool_connections",
+    "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
+    "hive.max_tries", "hive.overflow", "hive.tcp_port",
 }
 
 

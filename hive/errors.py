@@ -8,6 +8,9 @@ an outcome (data), never one of these. These are for callers that must stop::
     ├── URLError           a URL hive refuses (also a ValueError; carries .reason)
     ├── StoreError         the LMDB store cannot do what was asked
     ├── DnsFailure         a lookup failed (hive.dns; cached and turned into an outcome)
+    ├── WireError          a malformed message (hive.wire; counted and dropped)
+    ├── RunDirError        the private socket directory is unsafe (hive.endpoints)
+    ├── LockedError        another process holds the data or worker directory
     └── ControlError       the control socket gave no answer or an error answer
 """
 

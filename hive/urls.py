@@ -142,14 +142,17 @@ def host_key(url: str) -> str:
 
 
 def host_hash(host_key: str) -> int:
-    """Return the unsigned 64-bit hash of a host key (mmh3 x64 128, first half, seed 0)."""
-    value: int = mmh3.hash64(host_key, signed=False)[0]
+    """Return the unsigned 64-bit hash of a host key (mmh3 x64 128, first half, seed 0).
+
+    Hashed as bytes: mmh3 5.3 crashes the interpreter on a str with a lone surrogate.
+    """
+    value: int = mmh3.hash64(host_key.encode("utf-8", "surrogatepass"), signed=False)[0]
     return value
 
 
 def fingerprint(url: str) -> int:
     """Return the unsigned 64-bit fingerprint of a canonical URL (as :func:`host_hash`)."""
-    value: int = mmh3.hash64(url, signed=False)[0]
+    value: int = mmh3.hash64(url.encode("utf-8", "surrogatepass"), signed=False)[0]
     return value
 
 

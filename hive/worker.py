@@ -18,9 +18,12 @@ when its response finished arriving (``finished``), as the frontier applies it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import queue
 import random
+import select
 import threading
 import time
 from collections import Counter
@@ -135,7 +138,9 @@ class Worker:
         self._jobs: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
         self._prefetch: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._wake = threading.Event()
+        self.wake_fd, self._wake_w = os.pipe()
+        os.set_blocking(self.wake_fd, False)
+        os.set_blocking(self._wake_w, False)
         self._threads = [
             threading.Thread(target=self._fetch_loop, name=f"fetch-{i}", daemon=True)
             for i in range(self.threads)
@@ -238,8 +243,15 @@ class Worker:
 
     def wait(self, seconds: float) -> None:
         """Sleep until a fetch finishes or ``seconds`` pass."""
-        if seconds > 0 and self._wake.wait(seconds):
-            self._wake.clear()
+        if seconds > 0:
+            select.select([self.wake_fd], [], [], seconds)
+        self.drain_wake()
+
+    def drain_wake(self) -> None:
+        """Empty the wake pipe (the fetch threads write a byte per finished fetch)."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.wake_fd, 4096):
+                pass
 
     @property
     def idle(self) -> bool:
@@ -254,13 +266,13 @@ class Worker:
                 return True
         return False
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Warm stop: lease nothing more, let in-flight fetches finish, record them, close."""
+    def drain(self, timeout: float = 30.0) -> None:
+        """Warm stop: lease nothing more, let in-flight fetches finish and record them."""
         self.stopping = True
         deadline = time.monotonic() + timeout
         while self.in_flight and time.monotonic() < deadline:
             self.wait(self.loop_once(time.time()))
-        self.close()
+        self.frontier.commit(time.time())
 
     def close(self) -> None:
         for _ in self._threads:
@@ -273,6 +285,8 @@ class Worker:
         if self.warc is not None:
             self.warc.close()
         self.fetcher.close()
+        os.close(self.wake_fd)
+        os.close(self._wake_w)
 
     def stats(self) -> dict[str, int]:
         out = self.frontier.stats()
@@ -303,7 +317,8 @@ class Worker:
                     message=f"{type(exc).__name__}: {exc}",
                 )
             self._results.put(fetched)
-            self._wake.set()
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_w, b"x")
 
     def _address(self, host: str, now: float) -> tuple[str | None, str, str]:
         """(address, outcome kind, message) for a host key: the kind is empty on success."""

@@ -1,0 +1,143 @@
+"""Process lifecycle shared by the hive's roles: locks, the run loop, signals, logging.
+
+Every role (splitter, worker process, supervisor) has ``open()``,
+``loop_once(now) -> seconds to wait``, ``wait(seconds)``, ``close()``, a
+``stopping`` flag and a ``finished`` property. ``Runner`` drives it: the first
+SIGINT/SIGTERM stops it warmly (intake stops, in-flight work finishes, state
+commits), a second stops it at once; an exception in one turn is logged and
+the loop goes on, except a StoreError (the disk is full or the store is
+broken), which stops the process cleanly with its message. ``faulthandler``
+dumps every thread's stack on SIGUSR1.
+
+``Lock`` is a flock on a file: one hive per data directory, one process per
+worker directory. ``die_with_parent`` asks Linux to kill a child when the
+supervisor dies (PR_SET_PDEATHSIG), so no orphan outlives it to race a restart.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import faulthandler
+import fcntl
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Protocol
+
+from hive.errors import HiveError, StoreError
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+class Role(Protocol):
+    stopping: bool
+
+    def open(self) -> None: ...
+    def loop_once(self, now: float) -> float: ...
+    def wait(self, seconds: float) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def finished(self) -> bool: ...
+
+
+class LockedError(HiveError):
+    """Another process holds the lock."""
+
+
+class Lock:
+    """An exclusive flock held for the life of the process (released on any exit)."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.read(self.fd, 32).decode(errors="replace").strip() or "another process"
+            os.close(self.fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise LockedError(f"{what} is in use by pid {holder} ({path})") from exc
+            raise
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, str(os.getpid()).encode())
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = -1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def setup_logging(level: str, directory: Path | None, role: str) -> None:
+    """Log lines carry the time, the role (and worker id) and the level."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(directory / f"{role}.log"))
+    logging.basicConfig(
+        level=level.upper(), handlers=handlers, force=True,
+        format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s",
+    )
+
+
+class Runner:
+    """Drives a role until it is finished; see the module docstring for signals and errors."""
+
+    def __init__(
+        self, role: Role, name: str, tick: Callable[[float], None] | None = None
+    ) -> None:
+        self.role = role
+        self.name = name
+        self.tick = tick
+        self.signals = 0
+
+    def _signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals += 1
+        if self.signals == 1:
+            log.info("%s: %s, stopping warmly (again to stop at once)", self.name,
+                     signal.Signals(signum).name)
+            self.role.stopping = True
+        else:
+            log.warning("%s: second signal, stopping at once", self.name)
+            os._exit(1)
+
+    def run(self) -> int:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        signal.signal(signal.SIGTERM, self._signal)
+        signal.signal(signal.SIGINT, self._signal)
+        self.role.open()
+        code = 0
+        try:
+            while not self.role.finished:
+                try:
+                    wait = self.role.loop_once(time.time())
+                except StoreError as exc:
+                    log.error("%s: stopping: %s", self.name, exc)
+                    code = 2
+                    break
+                except Exception:
+                    log.exception("%s: a turn failed; going on", self.name)
+                    wait = 0.1
+                if self.tick is not None:
+                    self.tick(time.time())
+                self.role.wait(wait)
+        finally:
+            self.role.close()
+        return code

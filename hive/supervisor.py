@@ -1,0 +1,446 @@
+"""The supervisor (`hive start`): one hive per data directory, its children, its control socket.
+
+It takes the data directory's lock, records ``DATA/hive.json`` (endpoints,
+pids, ring, the config in force), starts the splitter and N workers with the
+``spawn`` method, and then, each turn:
+
+- answers the control socket (status, stop, add, deny); a bad request gets an
+  error reply and never takes it down;
+- keeps seeds and ``hive add`` URLs in an outbox of its own
+  (``DATA/supervisor``) until the owners acknowledge them, like any worker;
+- restarts a child that died, after a backoff that doubles with each death in
+  the window; more deaths than ``max_restarts`` in ``restart_window`` stop the
+  hive with a message instead of looping;
+- ends the batch without races: every worker reports monotonic counters and an
+  idle flag; after two successive rounds (each worker reported anew) in which
+  all are idle, all outboxes are empty and no counter moved, the hive stops.
+
+A restart on an existing data directory resumes: the stores hold every pending
+URL and the outboxes every unacknowledged batch. Resizing (another --procs) is
+refused until the resize issue lands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import psutil
+import zmq
+
+from hive import __version__, wire
+from hive.config import Config
+from hive.control import ControlServer
+from hive.endpoints import Endpoints, make_run_dir, run_dir_for
+from hive.errors import HiveError, URLError
+from hive.frontier.store import Store
+from hive.lifecycle import Lock
+from hive.outbox import Outbox
+from hive.record import UrlRecord
+from hive.splitter import run_splitter
+from hive.urls import canonicalize, host_key
+from hive.workerproc import run_worker
+
+log = logging.getLogger(__name__)
+
+SEED_BATCH = 1000
+NOT_ERRORS = frozenset({"ok", "redirect", "robots_ok", "robots"})
+STOP_GRACE = 60.0
+
+
+@dataclass(slots=True)
+class Child:
+    name: str
+    start: Callable[[], BaseProcess]
+    process: BaseProcess | None = None
+    deaths: deque[float] = field(default_factory=deque)
+    restart_at: float = 0.0
+    ps: psutil.Process | None = None
+
+
+@dataclass(slots=True)
+class Report:
+    number: int = 0
+    idle: bool = False
+    time: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def read_state(data_dir: Path) -> dict[str, Any] | None:
+    path = data_dir / "hive.json"
+    if not path.exists():
+        return None
+    state: dict[str, Any] = json.loads(path.read_text())
+    return state
+
+
+class Supervisor:
+    def __init__(
+        self, cfg: Config, data_dir: Path, procs: int, *, seeds: list[str] = (),  # type: ignore[assignment]
+        max_pages: int = 0,
+    ) -> None:
+        self.cfg = cfg
+        self.data_dir = data_dir
+        self.procs = procs
+        self.seeds = list(seeds)
+        self.max_pages = max_pages
+        self.stopping = False
+        self.ended = ""
+        self.started = time.time()
+        self.reports: dict[int, Report] = {i: Report() for i in range(procs)}
+        self._round_marks: dict[int, int] = {}
+        self._quiet_key: tuple[Any, ...] | None = None
+        self._quiet_rounds = 0
+        self._stop_sent = False
+        self._children_stopped = False
+        self._stop_deadline = 0.0
+        self._rates: deque[tuple[float, int]] = deque(maxlen=120)
+
+    # -- open ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.lock = Lock(self.data_dir / "lock", f"the hive at {self.data_dir}")
+        previous = read_state(self.data_dir)
+        ring = self._ring()
+        if previous is not None and previous.get("ring") != ring:
+            self.lock.release()
+            raise HiveError(
+                f"{self.data_dir} was crawled with ring {previous.get('ring')}; starting it with "
+                f"{ring} would move hosts between workers, which this version cannot do yet: "
+                f"start it with --procs {previous.get('ring', {}).get('procs')}"
+            )
+        if self.cfg.hive.transport == "tcp":
+            self.endpoints = Endpoints.tcp(self.cfg.hive.tcp_port, self.cfg.hive.tcp_host)
+        else:
+            self.endpoints = Endpoints(make_run_dir(run_dir_for(self.data_dir)))
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.control = ControlServer(self.ctx, self.endpoints.control, {
+            "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
+        })
+        self.inbox = self.ctx.socket(zmq.PULL)
+        self.inbox.setsockopt(zmq.LINGER, 0)
+        self.inbox.bind(self.endpoints.supervisor)
+        self.splitter = self._push(self.endpoints.splitter)
+        self.commands = [self._push(self.endpoints.worker(i)) for i in range(self.procs)]
+        self.store = Store(self.data_dir / "supervisor", sync_interval=0.0)
+        self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
+                             max_tries=self.cfg.hive.max_tries)
+        if self.seeds:
+            added = self.add(self.seeds, time.time())
+            log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
+        self.store.commit(time.time())
+        spawn = multiprocessing.get_context("spawn")
+        cfg_data, parent = self.cfg.to_dict(), os.getpid()
+        ends = self.endpoints.to_dict()
+        self.children = [Child("splitter", lambda: spawn.Process(
+            target=run_splitter, name="hive-splitter",
+            args=(cfg_data, str(self.data_dir), ends, self.procs, parent)))]
+        for i in range(self.procs):
+            self.children.append(Child(f"worker {i}", self._worker_starter(spawn, i)))
+        for child in self.children:
+            self._launch(child)
+        self.poller = zmq.Poller()
+        self.poller.register(self.inbox, zmq.POLLIN)
+        self.poller.register(self.control.socket, zmq.POLLIN)
+        self._write_state()
+        log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
+
+    def _ring(self) -> dict[str, int]:
+        hive = self.cfg.hive
+        return {"procs": self.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}
+
+    def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
+        cfg_data, parent, ends = self.cfg.to_dict(), os.getpid(), self.endpoints.to_dict()
+        return lambda: spawn.Process(
+            target=run_worker, name=f"hive-worker-{i:02d}",
+            args=(cfg_data, str(self.data_dir), i, ends, parent))
+
+    def _push(self, endpoint: str) -> zmq.Socket[bytes]:
+        sock = self.ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.connect(endpoint)
+        return sock
+
+    def _launch(self, child: Child) -> None:
+        child.process = child.start()
+        child.process.start()
+        child.ps = psutil.Process(child.process.pid) if child.process.pid else None
+        log.info("%s started, pid %s", child.name, child.process.pid)
+
+    def _write_state(self) -> None:
+        state = {
+            "version": __version__, "pid": os.getpid(), "started": self.started,
+            "data_dir": str(self.data_dir), "procs": self.procs,
+            "ring": self._ring(),
+            "endpoints": self.endpoints.to_dict(),
+            "pids": {c.name: c.process.pid if c.process else None for c in self.children},
+            "config": self.cfg.to_dict(),
+        }
+        tmp = self.data_dir / "hive.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.data_dir / "hive.json")
+
+    # -- control handlers ------------------------------------------------------------
+
+    def add(self, urls: list[str], now: float) -> tuple[int, int]:
+        """Put URLs in the supervisor's outbox as seeds; (accepted, refused)."""
+        records, refused = [], 0
+        for url in urls:
+            try:
+                canonical = canonicalize(url.strip(), max_length=self.cfg.scope.max_url_length)
+            except URLError as exc:
+                refused += 1
+                log.warning("refused seed %r: %s", url, exc)
+                continue
+            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
+        for i in range(0, len(records), SEED_BATCH):
+            self.outbox.put(records[i : i + SEED_BATCH])
+        self.store.commit(now)
+        return len(records), refused
+
+    def _add(self, request: dict[str, Any]) -> object:
+        urls = request.get("urls")
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise ValueError("add: 'urls' must be a list of strings")
+        accepted, refused = self.add(urls, time.time())
+        return {"accepted": accepted, "refused": refused}
+
+    def _deny(self, request: dict[str, Any]) -> object:
+        hosts = request.get("hosts")
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise ValueError("deny: 'hosts' must be a list of strings")
+        keys = []
+        for host in hosts:
+            try:
+                keys.append(host_key(canonicalize(host if "//" in host else f"http://{host}/")))
+            except URLError as exc:
+                raise ValueError(f"deny: {host!r} is not a host: {exc}") from exc
+        for sock in self.commands:
+            sock.send_multipart(wire.encode_command("deny", {"hosts": keys}), flags=zmq.NOBLOCK)
+        return {"denied": keys}
+
+    def _stop(self, request: dict[str, Any]) -> object:
+        self.request_stop("stop requested" + (" (now)" if request.get("now") else ""),
+                          now=bool(request.get("now")))
+        return {"stopping": True}
+
+    def request_stop(self, why: str, now: bool = False) -> None:
+        if not self.stopping:
+            log.info("stopping: %s", why)
+            self.ended = self.ended or why
+        self.stopping = True
+        if now:
+            for child in self.children:
+                if child.process is not None and child.process.is_alive():
+                    child.process.kill()
+
+    def _status(self, request: dict[str, Any]) -> object:
+        return self.status()
+
+    def status(self) -> dict[str, Any]:
+        rows = []
+        for child in self.children:
+            row: dict[str, Any] = {"role": child.name, "pid": child.process.pid
+                                   if child.process else None}
+            alive = child.process is not None and child.process.is_alive()
+            row["alive"] = alive
+            if alive and child.ps is not None:
+                try:
+                    with child.ps.oneshot():
+                        row["cpu"] = child.ps.cpu_percent(None)
+                        row["rss_mb"] = round(child.ps.memory_info().rss / 2**20, 1)
+                        row["open_files"] = child.ps.num_fds()
+                except psutil.Error:
+                    row["alive"] = False
+            if child.name.startswith("worker "):
+                report = self.reports[int(child.name.split()[1])]
+                row["idle"] = report.idle
+                row["stats"] = report.stats
+            rows.append(row)
+        return {
+            "data_dir": str(self.data_dir), "procs": self.procs, "started": self.started,
+            "stopping": self.stopping, "processes": rows, "totals": self.totals(),
+            "outbox": len(self.outbox),
+        }
+
+    def totals(self) -> dict[str, float]:
+        keys = ("frontier/pending", "frontier/admitted", "worker/outcome/ok",
+                "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",
+                "frontier/hosts/parked", "outbox/size")
+        out: dict[str, float] = dict.fromkeys(keys, 0)
+        done = errors = 0
+        for report in self.reports.values():
+            for key, value in report.stats.items():
+                if key in out and isinstance(value, int | float):
+                    out[key] += value
+                if key.startswith("worker/outcome/") and isinstance(value, int):
+                    done += value
+                    if key[15:] not in NOT_ERRORS:
+                        errors += value
+        out["fetched"] = done
+        out["errors"] = errors
+        out["pages_per_s"] = self._rate()
+        return out
+
+    def _rate(self) -> float:
+        """Pages per second over the last minute of reports."""
+        if len(self._rates) < 2:
+            return 0.0
+        (t0, n0), (t1, n1) = self._rates[0], self._rates[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def loop_once(self, now: float) -> float:
+        self.control.handle_ready()
+        self._drain(now)
+        for seq, data in self.outbox.due(now):
+            with contextlib.suppress(zmq.Again):
+                self.splitter.send_multipart(
+                    wire.encode_batch_data(wire.SUPERVISOR_ORIGIN, seq, data), flags=zmq.NOBLOCK
+                )
+        self.store.commit(now)
+        self._reap(now)
+        ok = sum(r.stats.get("worker/outcome/ok", 0) for r in self.reports.values())
+        if not self._rates or now - self._rates[-1][0] >= 1.0:
+            self._rates.append((now, ok))
+            while self._rates and now - self._rates[0][0] > 60:
+                self._rates.popleft()
+        if self.stopping:
+            self._stop_children(now)
+        else:
+            if self.max_pages and ok >= self.max_pages:
+                self.request_stop(f"--max-pages {self.max_pages} reached")
+            elif self._batch_ended():
+                self.request_stop("the batch ended: nothing pending or in flight anywhere")
+        return 0.2
+
+    def _drain(self, now: float) -> None:
+        while True:
+            try:
+                frames = self.inbox.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                message = wire.decode(frames)
+            except wire.WireError as exc:
+                log.warning("dropped a malformed message: %s", exc)
+                continue
+            if isinstance(message, wire.Stats) and message.worker in self.reports:
+                stats = message.values
+                report = self.reports[message.worker]
+                number = stats.get("hive/report")
+                if isinstance(number, int) and number > report.number:
+                    report.number, report.idle = number, bool(stats.get("hive/idle"))
+                    report.stats, report.time = dict(stats), now
+            elif isinstance(message, wire.Ack):
+                self.outbox.ack(message.seq, message.part, message.parts)
+
+    def _batch_ended(self) -> bool:
+        """Two successive rounds with every worker idle, every outbox empty, no counter moved."""
+        marks = self._round_marks
+        if any(r.number <= marks.get(i, 0) for i, r in self.reports.items()):
+            return False
+        self._round_marks = {i: r.number for i, r in self.reports.items()}
+        quiet = len(self.outbox) == 0 and all(r.idle for r in self.reports.values())
+        key = tuple(
+            (r.stats.get("frontier/admitted"), r.stats.get("outbox/batches"),
+             r.stats.get("outbox/acked"), sum(v for k, v in r.stats.items()
+                                               if k.startswith("worker/outcome/")))
+            for r in self.reports.values()
+        )
+        if not quiet or key != self._quiet_key:
+            self._quiet_key = key if quiet else None
+            self._quiet_rounds = 1 if quiet else 0
+            return False
+        self._quiet_rounds += 1
+        return self._quiet_rounds >= 2
+
+    def _reap(self, now: float) -> None:
+        for child in self.children:
+            process = child.process
+            if process is None or process.is_alive() or self.stopping:
+                if process is None and not self.stopping and now >= child.restart_at:
+                    self._launch(child)
+                    self._write_state()
+                continue
+            code = process.exitcode
+            process.join(0)
+            child.process = None
+            if child.name.startswith("worker "):
+                worker = int(child.name.split()[1])
+                self.reports[worker] = Report()
+                self._round_marks.pop(worker, None)
+            child.deaths.append(now)
+            while child.deaths and now - child.deaths[0] > self.cfg.hive.restart_window:
+                child.deaths.popleft()
+            if len(child.deaths) > self.cfg.hive.max_restarts:
+                self.request_stop(
+                    f"{child.name} died {len(child.deaths)} times in "
+                    f"{self.cfg.hive.restart_window:g}s (last exit code {code}); see DATA/logs"
+                )
+                continue
+            delay = self.cfg.hive.restart_backoff * 2 ** (len(child.deaths) - 1)
+            child.restart_at = now + delay
+            log.warning("%s died (exit code %s); restarting in %.1fs", child.name, code, delay)
+
+    def _stop_children(self, now: float) -> None:
+        workers = [c for c in self.children if c.name.startswith("worker ")]
+        if not self._stop_sent:
+            self._stop_sent = True
+            self._stop_deadline = now + STOP_GRACE
+            for child in workers:
+                if child.process is not None and child.process.is_alive():
+                    child.process.terminate()
+        if self._children_stopped or not (
+            all(c.process is None or not c.process.is_alive() for c in workers)
+            or now > self._stop_deadline
+        ):
+            return
+        self._children_stopped = True
+        for child in self.children:
+            if child.process is not None and child.process.is_alive():
+                if child.name == "splitter":
+                    child.process.terminate()
+                else:
+                    log.warning("%s did not stop within %gs; killing it", child.name, STOP_GRACE)
+                    child.process.kill()
+
+    @property
+    def finished(self) -> bool:
+        return self.stopping and all(
+            c.process is None or not c.process.is_alive() for c in self.children
+        )
+
+    def wait(self, seconds: float) -> None:
+        self.poller.poll(max(int(seconds * 1000), 0))
+
+    def close(self) -> None:
+        for child in self.children:
+            if child.process is not None:
+                child.process.join(10)
+                if child.process.is_alive():
+                    child.process.kill()
+                    child.process.join(5)
+        self.control.close()
+        for sock in (self.inbox, self.splitter, *self.commands):
+            sock.close(linger=0)
+        self.ctx.term()
+        self.store.close(time.time())
+        state = read_state(self.data_dir) or {}
+        state.update({"pid": None, "ended": self.ended, "stopped": time.time()})
+        (self.data_dir / "hive.json").write_text(json.dumps(state, indent=2))
+        self.lock.release()
+        log.info("hive stopped: %s", self.ended or "stopped")

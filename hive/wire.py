@@ -1,0 +1,343 @@
+"""The wire format: every message hive sends over ZeroMQ, as bytes frames.
+
+This is the only module that knows the byte layout of a message; process roles
+call ``encode_*`` and :func:`decode` and never touch frames. Nothing is
+pickled: a peer is never trusted to hand us code. Integers are big-endian.
+
+Frames of each kind (the first frame names it)::
+
+    BATCH    origin:u16 seq:u64                  | records   a sender -> splitter
+    ADMIT    origin:u16 seq:u64 part:u16 parts:u16 | records  splitter -> owner
+    ACK      origin:u16 seq:u64 part:u16 parts:u16            owner -> splitter -> origin
+    STATS    worker:u16 | JSON object of str -> number, bool or null
+    COMMAND  JSON object with a string "cmd"
+
+    records = count:u32, then count times (length:u32, UrlRecord.encode() bytes)
+
+The records frame is also the byte form an outbox keeps until the batch is
+acknowledged (:func:`encode_records`, :func:`encode_batch_data`).
+
+``origin`` is the worker that sent the batch, or :data:`SUPERVISOR_ORIGIN` for
+seeds and ``hive add``. A batch split by owner becomes ``parts`` ADMIT messages,
+each acknowledged on its own (``0 <= part < parts``).
+
+Policy: :func:`decode` trusts nothing. Anything malformed (an unknown kind, a
+wrong frame count, a frame over :data:`MAX_FRAME_BYTES`, a length that points
+past its frame, trailing bytes, more than :data:`MAX_RECORDS` records, a record
+that does not decode, invalid UTF-8 or JSON, a non-finite number) raises
+:class:`WireError` and nothing else, so a receiver can log the message, count
+it and drop it. Encoders refuse, with the same error, what the decoder would
+refuse, so a sender never keeps a message in its outbox that no peer can read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+from hive.errors import HiveError
+from hive.record import UrlRecord
+
+SUPERVISOR_ORIGIN = 0xFFFF
+MAX_RECORDS = 100_000
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_SEQ = 2**64 - 1
+MAX_U16 = 0xFFFF
+
+KIND_BATCH = b"BATCH"
+KIND_ADMIT = b"ADMIT"
+KIND_ACK = b"ACK"
+KIND_STATS = b"STATS"
+KIND_COMMAND = b"COMMAND"
+
+_BATCH_HEAD = struct.Struct(">HQ")
+_PART_HEAD = struct.Struct(">HQHH")
+_WORKER = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+# The fixed header of UrlRecord's byte form, measured so record.py stays its only owner.
+_RECORD_HEAD_SIZE = len(UrlRecord("u", "h").encode()) - len(b"u\0h\0")
+
+JsonScalar = int | float | bool | None
+
+
+class WireError(HiveError, ValueError):
+    """A message that cannot be encoded or decoded; ``reason`` is a short kind."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Discovered links or seeds from ``origin``, numbered ``seq`` by it."""
+
+    origin: int
+    seq: int
+    records: tuple[UrlRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Part ``part`` of ``parts`` of batch ``(origin, seq)``: the records one worker owns."""
+
+    origin: int
+    seq: int
+    part: int
+    parts: int
+    records: tuple[UrlRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """The owner has committed part ``part`` of ``parts`` of batch ``(origin, seq)``."""
+
+    origin: int
+    seq: int
+    part: int
+    parts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A worker's counters and flags."""
+
+    worker: int
+    values: dict[str, JsonScalar]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """An order to a worker: ``cmd`` and its arguments (the object's other keys)."""
+
+    cmd: str
+    args: dict[str, Any]
+
+
+Message = Batch | Admit | Ack | Stats | Command
+
+
+def encode_batch(origin: int, seq: int, records: Sequence[UrlRecord]) -> list[bytes]:
+    _check_int("origin", origin, MAX_U16)
+    _check_int("seq", seq, MAX_SEQ)
+    return [KIND_BATCH, _BATCH_HEAD.pack(origin, seq), encode_records(records)]
+
+
+def encode_batch_data(origin: int, seq: int, data: bytes) -> list[bytes]:
+    """A BATCH around a records frame made earlier by :func:`encode_records` (an outbox's)."""
+    _check_int("origin", origin, MAX_U16)
+    _check_int("seq", seq, MAX_SEQ)
+    if len(data) > MAX_FRAME_BYTES:
+        raise WireError("frame_too_large", f"{len(data)} bytes")
+    return [KIND_BATCH, _BATCH_HEAD.pack(origin, seq), data]
+
+
+def encode_admit(
+    origin: int, seq: int, part: int, parts: int, records: Sequence[UrlRecord]
+) -> list[bytes]:
+    return [KIND_ADMIT, _part_head(origin, seq, part, parts), encode_records(records)]
+
+
+def encode_ack(origin: int, seq: int, part: int, parts: int) -> list[bytes]:
+    return [KIND_ACK, _part_head(origin, seq, part, parts)]
+
+
+def encode_stats(worker: int, values: Mapping[str, JsonScalar]) -> list[bytes]:
+    _check_int("worker", worker, MAX_U16)
+    for key, value in values.items():
+        _check_stat(key, value)
+    return [KIND_STATS, _WORKER.pack(worker), _dump_json(dict(values))]
+
+
+def encode_command(cmd: str, args: Mapping[str, object] | None = None) -> list[bytes]:
+    body = dict(args or {})
+    if not isinstance(cmd, str) or not cmd or "cmd" in body:
+        raise WireError("bad_command", "cmd must be a non-empty string given once")
+    return [KIND_COMMAND, _dump_json({"cmd": cmd, **body})]
+
+
+def decode(frames: Sequence[bytes]) -> Message:
+    """Decode one multipart message; raises :class:`WireError` if it is malformed."""
+    if not frames:
+        raise WireError("no_frames")
+    for frame in frames:
+        if len(frame) > MAX_FRAME_BYTES:
+            raise WireError("frame_too_large", f"{len(frame)} bytes")
+    kind = frames[0]
+    if kind == KIND_BATCH:
+        _expect_frames(frames, 3)
+        origin, seq = _unpack(_BATCH_HEAD, frames[1])
+        return Batch(origin, seq, tuple(decode_records(frames[2])))
+    if kind == KIND_ADMIT:
+        _expect_frames(frames, 3)
+        origin, seq, part, parts = _unpack_part(frames[1])
+        return Admit(origin, seq, part, parts, tuple(decode_records(frames[2])))
+    if kind == KIND_ACK:
+        _expect_frames(frames, 2)
+        return Ack(*_unpack_part(frames[1]))
+    if kind == KIND_STATS:
+        _expect_frames(frames, 3)
+        (worker,) = _unpack(_WORKER, frames[1])
+        values = _load_json(frames[2])
+        for key, value in values.items():
+            _check_stat(key, value)
+        return Stats(worker, values)
+    if kind == KIND_COMMAND:
+        _expect_frames(frames, 2)
+        body = _load_json(frames[1])
+        cmd = body.pop("cmd", None)
+        if not isinstance(cmd, str) or not cmd:
+            raise WireError("bad_command", "no string 'cmd'")
+        return Command(cmd, body)
+    raise WireError("unknown_kind", repr(kind[:16]))
+
+
+def encode_records(records: Sequence[UrlRecord]) -> bytes:
+    """The records frame of ``records``; also what an outbox stores."""
+    if len(records) > MAX_RECORDS:
+        raise WireError("too_many_records", f"{len(records)} > {MAX_RECORDS}")
+    try:
+        encoded = [record.encode() for record in records]
+    except (UnicodeEncodeError, struct.error) as exc:
+        raise WireError("bad_record", str(exc)) from exc
+    # Exactly two NULs (the separators) after the header and a non-empty url and
+    # host key, or the receiver could not decode the record, and an undecodable
+    # batch would be resent from the outbox forever.
+    for record, data in zip(records, encoded, strict=True):
+        if data.count(b"\0", _RECORD_HEAD_SIZE) != 2 or not record.url or not record.host_key:
+            raise WireError("bad_record", repr(record))
+    lengths = map(_U32.pack, map(len, encoded))
+    chunks = chain.from_iterable(zip(lengths, encoded, strict=True))
+    frame = _U32.pack(len(encoded)) + b"".join(chunks)
+    if len(frame) > MAX_FRAME_BYTES:
+        raise WireError("frame_too_large", f"{len(frame)} bytes")
+    return frame
+
+
+def decode_records(frame: bytes) -> list[UrlRecord]:
+    """Inverse of :func:`encode_records`; raises :class:`WireError` if malformed."""
+    end = len(frame)
+    if end < _U32.size:
+        raise WireError("truncated", "no record count")
+    (count,) = _U32.unpack_from(frame)
+    if count > MAX_RECORDS:
+        raise WireError("too_many_records", f"{count} > {MAX_RECORDS}")
+    if count * _U32.size > end - _U32.size:
+        raise WireError("truncated", f"{count} records cannot fit in {end} bytes")
+    unpack_from = _U32.unpack_from
+    decode_record = UrlRecord.decode
+    records: list[UrlRecord] = []
+    pos = _U32.size
+    for _ in range(count):
+        if pos + _U32.size > end:
+            raise WireError("truncated", f"record length at {pos}")
+        (size,) = unpack_from(frame, pos)
+        pos += _U32.size
+        if pos + size > end:
+            raise WireError("truncated", f"record of {size} bytes at {pos}")
+        try:
+            records.append(decode_record(frame[pos : pos + size]))
+        except ValueError as exc:
+            raise WireError("bad_record", f"at {pos}: {exc}") from exc
+        pos += size
+    if pos != end:
+        raise WireError("trailing_bytes", f"{end - pos} bytes after {count} records")
+    return records
+
+
+def group_by_host(records: Iterable[UrlRecord]) -> dict[str, list[UrlRecord]]:
+    """Records grouped by host key, hosts in order of first appearance, records in order."""
+    groups: dict[str, list[UrlRecord]] = {}
+    for record in records:
+        group = groups.get(record.host_key)
+        if group is None:
+            groups[record.host_key] = [record]
+        else:
+            group.append(record)
+    return groups
+
+
+def _check_int(name: str, value: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise WireError("bad_field", f"{name} must be in 0..{high}, got {value!r}")
+
+
+def _part_head(origin: int, seq: int, part: int, parts: int) -> bytes:
+    _check_int("origin", origin, MAX_U16)
+    _check_int("seq", seq, MAX_SEQ)
+    _check_int("parts", parts, MAX_U16)
+    _check_int("part", part, MAX_U16)
+    if part >= parts:
+        raise WireError("bad_field", f"part {part} not below parts {parts}")
+    return _PART_HEAD.pack(origin, seq, part, parts)
+
+
+def _expect_frames(frames: Sequence[bytes], count: int) -> None:
+    if len(frames) != count:
+        raise WireError("frame_count", f"{frames[0]!r} takes {count} frames, got {len(frames)}")
+
+
+def _unpack(layout: struct.Struct, frame: bytes) -> tuple[int, ...]:
+    if len(frame) != layout.size:
+        raise WireError("bad_header", f"expected {layout.size} bytes, got {len(frame)}")
+    values: tuple[int, ...] = layout.unpack(frame)
+    return values
+
+
+def _unpack_part(frame: bytes) -> tuple[int, int, int, int]:
+    origin, seq, part, parts = _unpack(_PART_HEAD, frame)
+    if part >= parts:
+        raise WireError("bad_header", f"part {part} not below parts {parts}")
+    return origin, seq, part, parts
+
+
+def _check_stat(key: object, value: object) -> None:
+    if not isinstance(key, str) or not _is_scalar(value):
+        raise WireError("bad_stats", f"{key!r}: {value!r}")
+
+
+def _is_scalar(value: object) -> bool:
+    if value is None or isinstance(value, bool | int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _dump_json(value: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        frame = text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise WireError("bad_json", str(exc)) from exc
+    if len(frame) > MAX_FRAME_BYTES:
+        raise WireError("frame_too_large", f"{len(frame)} bytes")
+    return frame
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number out of range: {text[:32]}")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _load_json(frame: bytes) -> dict[str, Any]:
+    try:
+        # Strict UTF-8 first: json.loads would also guess UTF-16 and UTF-32.
+        value = json.loads(frame.decode("utf-8"), parse_float=_finite, parse_constant=_no_constant)
+        # A \ud800 escape is valid JSON but not text; refuse it here rather than
+        # let a lone surrogate reach code that hashes or logs strings.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError) as exc:
+        raise WireError("bad_json", str(exc)[:200]) from exc
+    if not isinstance(value, dict):
+        raise WireError("bad_json", f"expected an object, got {type(value).__name__}")
+    return value

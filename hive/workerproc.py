@@ -1,0 +1,189 @@
+"""The worker process: a Worker wrapped in the hive's sockets, locks and hand-off.
+
+It owns ``DATA/worker-NN`` (a flock admits one process), binds its PULL inbox
+(admissions, acknowledgements, commands), pushes batches of discovered links
+to the splitter from its outbox and its counters to the supervisor. The order
+that makes the hand-off safe:
+
+1. admissions are committed before they are acknowledged;
+2. discovered links enter the outbox in the transaction that records the fetch
+   outcome that found them, and are sent only once that commits;
+3. a batch leaves the outbox only when every owner has acknowledged its part.
+
+Started by the supervisor with the ``spawn`` method through ``run_worker``,
+which opens its own ZeroMQ context and LMDB environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from hive import wire
+from hive.config import Config, from_dict
+from hive.endpoints import Endpoints
+from hive.lifecycle import Lock, Runner, die_with_parent, setup_logging
+from hive.outbox import Outbox, RecentLinks
+from hive.record import UrlRecord
+from hive.worker import Worker
+
+log = logging.getLogger(__name__)
+
+DRAIN_PER_TURN = 200
+
+
+def worker_dir(data_dir: Path, worker_id: int) -> Path:
+    return data_dir / f"worker-{worker_id:02d}"
+
+
+class WorkerProcess:
+    def __init__(self, cfg: Config, data_dir: Path, worker_id: int, endpoints: Endpoints) -> None:
+        self.cfg = cfg
+        self.data_dir = data_dir
+        self.worker_id = worker_id
+        self.endpoints = endpoints
+        self.stopping = False
+        self.reports = 0
+        self._next_stats = 0.0
+
+    def open(self) -> None:
+        directory = worker_dir(self.data_dir, self.worker_id)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.lock = Lock(directory / "lock", f"worker {self.worker_id}")
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.inbox = self.ctx.socket(zmq.PULL)
+        self.inbox.setsockopt(zmq.LINGER, 0)
+        self.inbox.bind(self.endpoints.worker(self.worker_id))
+        self.splitter = self._push(self.endpoints.splitter)
+        self.supervisor = self._push(self.endpoints.supervisor)
+        self.recent = RecentLinks(self.cfg.hive.recent_links)
+        self.worker = Worker(
+            self.cfg, directory / "store", worker_id=self.worker_id,
+            warc_dir=self.data_dir / "warc", log_dir=self.data_dir / "logs",
+            on_links=self._links,
+        )
+        self.outbox = Outbox(
+            self.worker.frontier.store, resend_after=self.cfg.hive.resend_after,
+            max_tries=self.cfg.hive.max_tries,
+        )
+        self.poller = zmq.Poller()
+        self.poller.register(self.inbox, zmq.POLLIN)
+        self.poller.register(self.worker.wake_fd, zmq.POLLIN)
+        log.info("worker %d open: %d pending, %d batches in the outbox",
+                 self.worker_id, self.worker.frontier.pending, len(self.outbox))
+
+    def _push(self, endpoint: str) -> zmq.Socket[bytes]:
+        sock = self.ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.connect(endpoint)
+        return sock
+
+    def _links(self, records: list[UrlRecord], now: float) -> None:
+        fresh = self.recent.fresh(records)
+        if fresh:
+            self.outbox.put(fresh)
+
+    def _handle(self, frames: list[bytes], now: float, acks: list[list[bytes]]) -> None:
+        try:
+            message = wire.decode(frames)
+        except wire.WireError as exc:
+            self.worker.counts["wire/bad"] += 1
+            log.warning("dropped a malformed message: %s", exc)
+            return
+        if isinstance(message, wire.Admit):
+            self.worker.admit(list(message.records), now)
+            acks.append(wire.encode_ack(message.origin, message.seq, message.part, message.parts))
+        elif isinstance(message, wire.Ack):
+            self.outbox.ack(message.seq, message.part, message.parts)
+        elif isinstance(message, wire.Command):
+            self._command(message.cmd, message.args, now)
+        else:
+            self.worker.counts["wire/unexpected"] += 1
+
+    def _command(self, cmd: str, args: dict[str, Any], now: float) -> None:
+        if cmd == "stop":
+            log.info("worker %d: stop requested", self.worker_id)
+            self.stopping = True
+        elif cmd == "deny":
+            for host in args.get("hosts", []):
+                if isinstance(host, str):
+                    self.worker.frontier.block(host, "denied", now)
+        else:
+            self.worker.counts["wire/unknown_command"] += 1
+            log.warning("worker %d: unknown command %r", self.worker_id, cmd)
+
+    def loop_once(self, now: float) -> float:
+        acks: list[list[bytes]] = []
+        for _ in range(DRAIN_PER_TURN):
+            try:
+                frames = self.inbox.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            self._handle(frames, now, acks)
+        if acks:
+            self.worker.frontier.commit(now)
+            for frames in acks:
+                self._send(self.splitter, frames)
+        if self.stopping:
+            self.worker.stopping = True
+        wait = self.worker.loop_once(now)
+        for seq, data in self.outbox.due(now):
+            self._send(self.splitter, wire.encode_batch_data(self.worker_id, seq, data))
+        if now >= self._next_stats:
+            self.report(now)
+            self._next_stats = now + self.cfg.hive.stats_interval
+        resend = self.outbox.next_due()
+        if resend is not None:
+            wait = min(wait, max(resend - now, 0.0))
+        return min(wait, max(self._next_stats - now, 0.0))
+
+    def _send(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
+        try:
+            sock.send_multipart(frames, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            self.worker.counts["wire/send_full"] += 1
+
+    def report(self, now: float) -> None:
+        stats: dict[str, wire.JsonScalar] = dict(self.worker.stats())
+        stats.update(self.outbox.counts)
+        self.reports += 1
+        stats.update({
+            "outbox/size": len(self.outbox), "links/recent_dropped": self.recent.dropped,
+            "hive/idle": self.worker.idle and not len(self.outbox), "hive/report": self.reports,
+            "hive/time": now,
+        })
+        self._send(self.supervisor, wire.encode_stats(self.worker_id, stats))
+
+    def wait(self, seconds: float) -> None:
+        self.poller.poll(max(int(seconds * 1000), 0))
+        self.worker.drain_wake()
+
+    @property
+    def finished(self) -> bool:
+        return self.stopping and self.worker.in_flight == 0
+
+    def close(self) -> None:
+        self.worker.drain(timeout=self.cfg.fetch.total_timeout + 5)
+        self.report(time.time())
+        self.worker.close()
+        for sock in (self.inbox, self.splitter, self.supervisor):
+            sock.close(linger=0)
+        self.ctx.term()
+        self.lock.release()
+        log.info("worker %d closed", self.worker_id)
+
+
+def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
+               endpoints: dict[str, Any], parent: int) -> None:
+    """The spawned worker's entry point: everything is rebuilt from plain data."""
+    cfg = from_dict(cfg_data)
+    die_with_parent(parent)
+    setup_logging(cfg.log.level, Path(data_dir) / "logs", f"worker-{worker_id:02d}")
+    role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints))
+    Runner(role, f"worker {worker_id}").run()
+

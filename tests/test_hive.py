@@ -1,0 +1,212 @@
+"""The hive end to end: the real CLI in subprocesses, the synthetic web in its own process.
+
+Every invariant is measured at the server: politeness across all processes,
+every in-scope page fetched once (retries of timeouts aside), nothing lost
+across kill -9 of any process and restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from hive.config import Config
+from hive.testweb import Web, WebProcess, duplicates, politeness_violations
+from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+DELAY = 0.05
+
+
+def write_config(cfg: Config, path: Path) -> Path:
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class Hive:
+    """Drives ``hive`` commands for one data directory."""
+
+    def __init__(self, tmp: Path, server: WebProcess, **sections: dict[str, Any]) -> None:
+        self.data = tmp / "data"
+        cfg = crawl_config(server, **sections)
+        self.config = write_config(cfg, tmp / "hive.toml")
+        self.seeds = tmp / "seeds.txt"
+        self.seeds.write_text("\n".join(server.seeds()) + "\n")
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.runs = 0
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "cli", "--config", str(self.config), *args]
+
+    def start(self, procs: int, *extra: str) -> subprocess.Popen[str]:
+        """``hive start`` in the background; its output goes to a file (a pipe could fill)."""
+        self.runs += 1
+        out = (self.data.parent / f"start-{self.runs}.out").open("w")
+        process = subprocess.Popen(
+            self.command("start", "--procs", str(procs), "--data", str(self.data),
+                         "--seeds", str(self.seeds), "--quiet", *extra),
+            env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )
+        out.close()
+        process.output = Path(out.name)  # type: ignore[attr-defined]
+        return process
+
+    def run(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(*args, "--data", str(self.data)), env=self.env,
+                              cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+    def state(self) -> dict[str, Any]:
+        path = self.data / "hive.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def pid(self, role: str) -> int | None:
+        pid = self.state().get("pids", {}).get(role)
+        return pid if isinstance(pid, int) else None
+
+    def status(self) -> dict[str, Any] | None:
+        result = self.run("status", "--json")
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def output(process: subprocess.Popen[str]) -> str:
+    path: Path = process.output  # type: ignore[attr-defined]
+    return path.read_text()
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 120) -> str:
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(
+            f"hive did not finish in {timeout}s:\n{output(process)[-3000:]}"
+        ) from None
+    assert process.returncode == 0, output(process)[-3000:]
+    return output(process)
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[WebProcess]:
+    with WebProcess(Web(seed=5, hosts=30, pages=8, hostile=False), tmp_path / "requests.jsonl",
+                    host=WEB_ADDRESS) as server:
+        yield server
+
+
+def check_crawl(web: WebProcess, allowed_repeats: int = 0) -> None:
+    requests = web.requests
+    gaps = dict.fromkeys(web.web.names, DELAY)
+    gaps.update(web.web.crawl_delay)
+    assert politeness_violations(requests, gaps, tolerance=0.01) == []
+    fetched = {r.url for r in requests if r.method == "GET"}
+    missing = web.in_scope_urls() - fetched
+    assert not missing, sorted(missing)[:5]
+    assert not fetched & web.web.disallowed_urls(web.port)
+    repeated = duplicates(requests)
+    assert sum(n - 1 for n in repeated.values()) <= allowed_repeats, repeated
+
+
+def test_four_workers_crawl_to_the_end(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web)
+    process = hive.start(4)
+    status = wait_for(hive.status, timeout=30)
+    roles = {row["role"] for row in status["processes"]}
+    assert roles == {"splitter", "worker 0", "worker 1", "worker 2", "worker 3"}
+    assert all(row["alive"] and row["pid"] for row in status["processes"])
+    second = hive.start(4)
+    assert second.wait(timeout=60) != 0 and "in use" in output(second)
+    finish(process)
+    check_crawl(web)
+    assert hive.status() is None
+    result = hive.run("status")
+    assert result.returncode == 1 and "no hive is running" in result.stderr
+    warcs = list((hive.data / "warc").glob("*.warc.gz"))
+    assert warcs
+
+
+def test_kill_a_worker_and_the_splitter(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web)
+    process = hive.start(3)
+    wait_for(lambda: len(web.requests) > 40, timeout=30)
+    victim = hive.pid("worker 1")
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: hive.pid("worker 1") not in (None, victim), timeout=30)
+    splitter = hive.pid("splitter")
+    assert splitter is not None
+    os.kill(splitter, signal.SIGKILL)
+    wait_for(lambda: hive.pid("splitter") not in (None, splitter), timeout=30)
+    finish(process)
+    check_crawl(web, allowed_repeats=2 * 8)
+
+
+def test_kill_the_supervisor_then_resume(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web)
+    process = hive.start(2)
+    wait_for(lambda: len(web.requests) > 40, timeout=30)
+    children = [hive.pid(role) for role in ("splitter", "worker 0", "worker 1")]
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    wait_for(lambda: not any(pid and psutil.pid_exists(pid) and
+                             psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                             for pid in children), timeout=10)
+    finish(hive.start(2))
+    check_crawl(web, allowed_repeats=2 * 8)
+
+
+def test_stop_then_start_fetches_nothing_twice(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web)
+    process = hive.start(2)
+    wait_for(lambda: len(web.requests) > 40, timeout=30)
+    result = hive.run("stop")
+    assert result.returncode == 0, result.stderr
+    finish(process)
+    assert hive.state().get("pid") is None
+    before = len(web.requests)
+    finish(hive.start(2))
+    assert len(web.requests) > before
+    check_crawl(web)
+
+
+def test_a_different_procs_is_refused(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web)
+    finish(hive.start(2, "--max-pages", "5"))
+    process = hive.start(3)
+    assert process.wait(timeout=60) != 0 and "--procs 2" in output(process)
+
+
+def test_control_commands_without_a_hive(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web)
+    for command in (("status",), ("stop",), ("add", "http://a.test/"), ("deny", "a.test")):
+        result = hive.run(*command)
+        assert result.returncode == 1 and "no hive is running" in result.stderr, command
+
+
+def test_add_and_deny_on_a_running_hive(tmp_path: Path, web: WebProcess) -> None:
+    hive = Hive(tmp_path, web, politeness={"min_delay": 0.3, "max_delay": 0.5})
+    hive.seeds.write_text(web.seeds()[0] + "\n")
+    process = hive.start(2)
+    wait_for(hive.status, timeout=30)
+    denied = web.web.names[1]
+    result = hive.run("deny", f"{denied}:{web.port}")
+    assert result.returncode == 0, result.stderr
+    result = hive.run("add", *web.seeds()[1:4])
+    assert result.returncode == 0 and "added 3" in result.stdout, result.stderr
+    wait_for(lambda: any(r.hostname == web.web.names[2] for r in web.requests), timeout=30)
+    hive.run("stop")
+    finish(process)
+    assert not [r for r in web.requests if r.hostname == denied and r.path != "/robots.txt"]

@@ -1,0 +1,247 @@
+"""Endpoints: short private run directories, one address per role, a recordable recipe."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from hive.endpoints import (
+    SUN_PATH_MAX,
+    Endpoints,
+    RunDirError,
+    make_run_dir,
+    run_dir_for,
+)
+from hive.errors import HiveError
+from hive.ring import MAX_PROCS
+
+
+@pytest.fixture
+def deep_data_dir(tmp_path: Path) -> Path:
+    """A data directory whose path is over 300 characters long."""
+    path = tmp_path
+    while len(str(path)) <= 300:
+        path = path / ("d" * 40)
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def umask() -> Iterator[None]:
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def ipc_path(address: str) -> str:
+    assert address.startswith("ipc://")
+    return address[len("ipc://") :]
+
+
+def all_addresses(endpoints: Endpoints, last_worker: int = MAX_PROCS - 1) -> list[str]:
+    roles = [endpoints.splitter, endpoints.supervisor, endpoints.control]
+    return roles + [endpoints.worker(i) for i in (0, 1, 9, 99, last_worker)]
+
+
+# --- run directories ---------------------------------------------------------------------------
+
+
+def test_socket_paths_fit_even_for_a_300_character_data_dir(deep_data_dir: Path) -> None:
+    endpoints = Endpoints(run_dir_for(deep_data_dir))
+    for address in all_addresses(endpoints):
+        assert len(os.fsencode(ipc_path(address))) <= SUN_PATH_MAX < 108
+
+
+def test_run_dir_is_per_user_and_short(tmp_path: Path) -> None:
+    run_dir = run_dir_for(tmp_path)
+    assert run_dir.parent == Path("/tmp")
+    assert run_dir.name.startswith(f"hive-{os.getuid()}-")
+    assert len(run_dir.name.rsplit("-", 1)[1]) == 16
+    assert run_dir_for(tmp_path, base=Path("/run/x")) == Path("/run/x") / run_dir.name
+
+
+def test_same_data_dir_gives_the_same_run_dir_however_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    monkeypatch.chdir(tmp_path)
+    spellings = [data, Path("data"), Path("./data/"), tmp_path / "x" / ".." / "data"]
+    spellings.append(tmp_path / "link")
+    assert {run_dir_for(p) for p in spellings} == {run_dir_for(data)}
+    assert run_dir_for(tmp_path / "other") != run_dir_for(data)
+
+
+def test_run_dir_of_an_undecodable_path_is_derived(tmp_path: Path) -> None:
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/\xff\xfe"))
+    assert run_dir_for(odd) == run_dir_for(odd)
+    assert run_dir_for(odd) != run_dir_for(tmp_path)
+
+
+def test_make_run_dir_creates_it_private(tmp_path: Path, umask: None) -> None:
+    run_dir = tmp_path / "run"
+    assert make_run_dir(run_dir) == run_dir
+    assert run_dir.is_dir() and mode(run_dir) == 0o700
+    assert make_run_dir(run_dir) == run_dir
+
+
+def test_make_run_dir_narrows_an_existing_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run_dir.chmod(0o777)
+    make_run_dir(run_dir)
+    assert mode(run_dir) == 0o700
+
+
+def test_make_run_dir_refuses_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir(mode=0o755)
+    link = tmp_path / "run"
+    link.symlink_to(target)
+    with pytest.raises(RunDirError, match="symlink"):
+        make_run_dir(link)
+    assert mode(target) == 0o755
+
+
+def test_make_run_dir_refuses_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "run"
+    path.write_bytes(b"")
+    with pytest.raises(RunDirError, match="not a directory"):
+        make_run_dir(path)
+
+
+def test_make_run_dir_refuses_another_users_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o755)
+    real_uid = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: real_uid + 1)
+    with pytest.raises(RunDirError, match="belongs to uid"):
+        make_run_dir(run_dir)
+    assert mode(run_dir) == 0o755
+    assert issubclass(RunDirError, HiveError)
+
+
+def test_ipc_sockets_bind_in_a_deep_data_dirs_run_dir(deep_data_dir: Path) -> None:
+    run_dir = make_run_dir(run_dir_for(deep_data_dir))
+    endpoints = Endpoints(run_dir)
+    context = zmq.Context()
+    try:
+        pull = context.socket(zmq.PULL)
+        push = context.socket(zmq.PUSH)
+        pull.bind(endpoints.worker(0))
+        push.connect(endpoints.worker(0))
+        push.send_multipart([b"ACK", b"x"])
+        assert pull.poll(5000)
+        assert pull.recv_multipart() == [b"ACK", b"x"]
+        for sock in (pull, push):
+            sock.close(linger=0)
+    finally:
+        context.term()
+        shutil.rmtree(run_dir)
+
+
+# --- addresses ---------------------------------------------------------------------------------
+
+
+def test_ipc_addresses_are_distinct_and_under_the_run_dir() -> None:
+    endpoints = Endpoints(Path("/tmp/hive-0-abc"))
+    assert endpoints.splitter == "ipc:///tmp/hive-0-abc/splitter.in"
+    assert endpoints.supervisor == "ipc:///tmp/hive-0-abc/supervisor.in"
+    assert endpoints.control == "ipc:///tmp/hive-0-abc/control"
+    assert endpoints.worker(3) == "ipc:///tmp/hive-0-abc/worker-3.in"
+    addresses = all_addresses(endpoints)
+    assert len(set(addresses)) == len(addresses)
+
+
+def test_tcp_addresses_default_to_loopback() -> None:
+    endpoints = Endpoints.tcp(5500)
+    assert endpoints.splitter == "tcp://127.0.0.1:5500"
+    assert endpoints.supervisor == "tcp://127.0.0.1:5501"
+    assert endpoints.control == "tcp://127.0.0.1:5502"
+    assert endpoints.worker(0) == "tcp://127.0.0.1:5503"
+    assert endpoints.worker(7) == "tcp://127.0.0.1:5510"
+    assert Endpoints.tcp(5500, "::1").worker(0) == "tcp://[::1]:5503"
+    assert Endpoints.tcp(5500, "crawl-1.lan").control == "tcp://crawl-1.lan:5502"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Endpoints(Path("relative/run")),
+        lambda: Endpoints(Path("/tmp") / ("x" * 100)),
+        lambda: Endpoints.tcp(0),
+        lambda: Endpoints.tcp(65533),
+        lambda: Endpoints.tcp(True),
+        lambda: Endpoints.tcp(5500, ""),
+        lambda: Endpoints.tcp(5500, "a/b"),
+        lambda: Endpoints.tcp(5500, "[::1]"),
+        lambda: Endpoints(Path("/tmp/r")).worker(-1),
+        lambda: Endpoints(Path("/tmp/r")).worker(MAX_PROCS),
+        lambda: Endpoints(Path("/tmp/r")).worker(True),
+        lambda: Endpoints.tcp(65000).worker(600),
+    ],
+)
+def test_bad_recipes_and_worker_ids_raise_value_error(build: object) -> None:
+    with pytest.raises(ValueError, match="endpoints"):
+        build()  # type: ignore[operator]
+
+
+# --- recording in hive.json --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "endpoints",
+    [Endpoints(Path("/tmp/hive-0-abc")), Endpoints.tcp(5500), Endpoints.tcp(7000, "::1")],
+)
+def test_to_dict_round_trips_through_json(endpoints: Endpoints) -> None:
+    again = Endpoints.from_dict(json.loads(json.dumps(endpoints.to_dict())))
+    assert again == endpoints and hash(again) == hash(endpoints)
+    assert all_addresses(again, 999) == all_addresses(endpoints, 999)
+
+
+def test_to_dict_is_the_recipe() -> None:
+    assert Endpoints(Path("/tmp/r")).to_dict() == {"transport": "ipc", "run_dir": "/tmp/r"}
+    assert Endpoints.tcp(5500).to_dict() == {
+        "transport": "tcp",
+        "host": "127.0.0.1",
+        "base_port": 5500,
+    }
+    assert Endpoints(Path("/tmp/r")) != Endpoints.tcp(5500)
+    assert Endpoints(Path("/tmp/r")) != "/tmp/r"
+    assert repr(Endpoints(Path("/tmp/r"))) == "Endpoints(Path('/tmp/r'))"
+    assert repr(Endpoints.tcp(5500)) == "Endpoints.tcp(5500, '127.0.0.1')"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"transport": "udp"},
+        {"transport": "ipc"},
+        {"transport": "ipc", "run_dir": ""},
+        {"transport": "ipc", "run_dir": 5},
+        {"transport": "ipc", "run_dir": "/tmp/r", "extra": 1},
+        {"transport": "ipc", "run_dir": "relative"},
+        {"transport": "tcp", "host": "127.0.0.1"},
+        {"transport": "tcp", "host": "127.0.0.1", "base_port": "5500"},
+        {"transport": "tcp", "host": None, "base_port": 5500},
+        {"transport": "tcp", "host": "127.0.0.1", "base_port": 70000},
+    ],
+)
+def test_from_dict_refuses_anything_else(data: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="endpoints"):
+        Endpoints.from_dict(data)
