@@ -410,7 +410,7 @@ class Frontier:
             download = max(finished - started, 0.0)
             self._download_ema += 0.05 * (download - self._download_ema)
             host.download_time = download
-            host.failures = host.failures + 1 if retry or kind == "robots_retry" else 0
+            host.failures = host.failures + 1 if retry else 0
             host.delay = self.politeness.delay(
                 download, host.crawl_delay, outcome.retry_after, host.failures
             )

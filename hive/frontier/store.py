@@ -16,6 +16,7 @@ leases    host_hash(8)                         back key (17) or empty for robots
 robots    host key (utf-8)                     robots.txt cache entry (hive.robots)
 meta      name (ascii)                         seq, counters, ring parameters
 outbox    seq(8)                               a batch waiting for its acknowledgement
+quarantine seq(8)                              reason \0 batch: a poison batch, never resent
 ========  ===================================  ==========================================
 
 Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
@@ -41,7 +42,8 @@ import lmdb
 from hive.errors import StoreError
 
 DB_NAMES = (
-    "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox"
+    "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
+    "quarantine",
 )
 
 U64 = struct.Struct(">Q")
