@@ -77,7 +77,7 @@ class Progress:
         self.next = now + 1.0
         t = self.supervisor.totals()
         click.echo(
-            f"\rfetched {t['fetched']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
+            f"\rpages {t['worker/outcome/ok']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
             f"{t['frontier/pending']:>8.0f}  hosts ready/bound {t['frontier/hosts/ready']:.0f}/"
             f"{t['frontier/hosts/bound']:.0f}  errors {t['errors']:.0f}   ",
             nl=False, err=True,
@@ -86,7 +86,7 @@ class Progress:
 
 def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
                    max_pages: int, quiet: bool) -> Supervisor:
-    setup_logging(cfg.log.level if not quiet else "warning", data_dir / "logs", "supervisor")
+    setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
     supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages)
     try:
         Runner(supervisor, "supervisor", Progress(supervisor, quiet)).run()
@@ -122,8 +122,9 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
         _detach(data_dir)
         return
     supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet)
-    click.echo(f"hive stopped: {supervisor.ended}; fetched "
-               f"{supervisor.totals()['fetched']:.0f}; data in {data_dir}")
+    totals = supervisor.totals()
+    click.echo(f"hive stopped: {supervisor.ended}; {totals['worker/outcome/ok']:.0f} pages, "
+               f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
 
 
 def _detach(data_dir: Path) -> None:
@@ -265,6 +266,29 @@ def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
 
 
 @main.command()
+@DATA
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True,
+              help="Problems listed per worker.")
+def verify(data_dir: Path, limit: int) -> None:
+    """Check a stopped hive's storage; exit 1 with the list of problems."""
+    from hive.ring import Ring
+    from hive.verify import verify_data_dir
+
+    state = read_state(data_dir)
+    if state is None:
+        raise click.ClickException(f"{data_dir} holds no hive (no hive.json)")
+    pid = state.get("pid")
+    if isinstance(pid, int) and _alive(pid):
+        raise click.ClickException(f"the hive on {data_dir} is running (pid {pid}): stop it first")
+    ring = Ring.from_params(state["ring"])
+    reports = verify_data_dir(data_dir, ring.owner)
+    for report in reports.values():
+        click.echo(report.summary())
+    if not reports or not all(r.ok for r in reports.values()):
+        sys.exit(1)
+
+
+@main.command()
 @click.option("--procs", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--hosts", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(1, 10_000), default=20, show_default=True,
@@ -298,8 +322,8 @@ def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
     gaps = dict.fromkeys(web.names, delay)
     gaps.update(web.crawl_delay)
     violations = politeness_violations(requests, gaps, tolerance=0.01)
-    fetched = supervisor.totals()["fetched"]
-    click.echo(f"fetched {fetched:.0f} URLs in {elapsed:.1f}s ({fetched / elapsed:.1f}/s); "
+    pages = supervisor.totals()["worker/outcome/ok"]
+    click.echo(f"fetched {pages:.0f} pages in {elapsed:.1f}s ({pages / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")
     click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")
 

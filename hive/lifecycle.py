@@ -86,8 +86,14 @@ def die_with_parent(parent: int) -> None:
 
 
 def setup_logging(level: str, directory: Path | None, role: str) -> None:
-    """Log lines carry the time, the role (and worker id) and the level."""
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    """Log lines carry the time, the role (and worker id) and the level.
+
+    The file under ``DATA/logs`` gets everything at ``level``; the terminal only
+    warnings and errors, so a foreground crawl's progress line stays readable.
+    """
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setLevel(logging.WARNING)
+    handlers: list[logging.Handler] = [stream]
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(directory / f"{role}.log"))

@@ -62,7 +62,7 @@ class WorkerProcess:
         self.supervisor = self._push(self.endpoints.supervisor)
         self.recent = RecentLinks(self.cfg.hive.recent_links)
         self.worker = Worker(
-            self.cfg, directory / "store", worker_id=self.worker_id,
+            self.cfg, directory, worker_id=self.worker_id,
             warc_dir=self.data_dir / "warc", log_dir=self.data_dir / "logs",
             on_links=self._links,
         )

@@ -1,0 +1,602 @@
+"""Consistency checks of a stopped worker's frontier store: what ``hive verify`` reports.
+
+This module owns the rules that tie the databases of hive/frontier/store.py to
+one another. :func:`verify_store` opens one worker directory read-only and
+without the lock file (the worker must be stopped: its directory lock admits
+one process), reads it in one transaction, never writes, and returns a
+:class:`Report`; :func:`verify_data_dir` does so for every ``worker-NN`` of a
+data directory. A store as the frontier commits it passes every check, after a
+clean close and after a crash alike (the last committed turn). Checks:
+
+- ``urls``: a 16-byte key; the state ``p``, or ``d``/``r`` and a UTF-8 outcome
+  or reason.
+- ``front``: key level (1..255) and seq; the record decodes; its URL is ``p``.
+- ``back``: key host hash, level (1..255) and seq; the record decodes and its
+  host key hashes to the key's prefix; its URL is ``p``.
+- Every pending URL is in exactly one queue entry, front or back: no URL in no
+  queue, none in two. Per host, the count and the sum of the url hashes of
+  its pending URLs must equal those of its queue entries in state ``p``; a
+  host whose tallies differ is read again to name the URLs. So memory is two
+  integers per host with front entries, never a set of every URL.
+- ``hosts``: the state decodes and its host key hashes to its key; every host
+  with queued URLs has one; ``queued`` equals its back entries and
+  ``admitted`` its pending plus done URLs. A host with back entries is bound or
+  parked, not both (bound hosts stay listed after a stop: the frontier parks
+  them on the next open); ``parked_at`` >= 0 exactly when the entry
+  ``parked_key(parked_at, host)`` exists.
+- ``bound``: an 8-byte key, an empty value, a host with a state.
+- ``parked``: a 16-byte key, an empty value, a host whose ``parked_at`` names
+  this entry and that has back entries.
+- ``leases``: the host is bound; the value is empty (robots.txt; the host has
+  back entries) or an existing back key of that host.
+- ``meta`` ``state``: a JSON object; ``back_queued`` equals the back entries;
+  ``seq`` is at least every queue key's seq (new keys must not collide); the
+  counters agree with the states: ``frontier/admitted`` = pending + done URLs,
+  ``frontier/done/<o>`` = URLs in ``d<o>``, ``frontier/refused/<r>`` = URLs
+  in ``r<r>``.
+- ``outbox``: an 8-byte key; the value a records frame as hive.wire decodes
+  it (u32 count, then per record a u32 length and ``UrlRecord`` bytes).
+- The ring, given ``owner`` and ``worker_id``: every host with pending URLs is
+  this worker's. Across a data directory: no host has pending URLs in two
+  workers.
+
+Not checked: ``robots`` (the cache reads a corrupt entry as a miss) and bound
+hosts with empty queues (the frontier releases them when it meets them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from hive.errors import StoreError
+from hive.frontier.hosts import HostState
+from hive.frontier.store import (
+    DB_NAMES,
+    DONE,
+    HOST_LEVEL_SEQ,
+    LEVEL_SEQ,
+    PENDING,
+    REFUSED,
+    TIME_HOST,
+    U64,
+    URL_KEY,
+    parked_key,
+    url_key,
+)
+from hive.record import UrlRecord
+from hive.urls import fingerprint, host_hash
+from hive.wire import decode_records
+
+Owner = Callable[[str], int]
+Items = Iterator[tuple[bytes, bytes]]
+
+WORKER_DIR = re.compile(r"worker-(\d+)")
+
+
+@dataclass
+class Report:
+    """What verifying one store found: ``problems`` keeps the first ``limit``, ``omitted``
+    counts the rest; ``counts`` has entries per database and URLs per state."""
+
+    path: Path
+    limit: int = 100
+    problems: list[str] = field(default_factory=list)
+    omitted: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, message: str) -> None:
+        if len(self.problems) < self.limit:
+            self.problems.append(message)
+        else:
+            self.omitted += 1
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.omitted
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{name} {n}" for name, n in self.counts.items())
+        if self.ok:
+            return f"{self.path}: ok ({counts})"
+        total = len(self.problems) + self.omitted
+        lines = [f"{self.path}: {total} problem{'' if total == 1 else 's'} ({counts})"]
+        lines += [f"  {problem}" for problem in self.problems]
+        if self.omitted:
+            lines.append(f"  ... and {self.omitted} more")
+        return "\n".join(lines)
+
+
+def verify_store(
+    path: Path, *, worker_id: int | None = None, owner: Owner | None = None, limit: int = 100
+) -> Report:
+    """Check one stopped worker's store; StoreError if it cannot be opened."""
+    return _verify(path, worker_id, owner, limit)[0]
+
+
+def verify_data_dir(
+    data_dir: Path, owner: Owner | None = None, *, limit: int = 100
+) -> dict[int, Report]:
+    """Check every ``worker-NN`` store under ``data_dir``, by worker id.
+
+    ``owner`` maps a host key to its worker id (the ring in force); with it each
+    store's hosts are checked against the ring. Without it, a host with pending
+    URLs in two workers is still reported, in the report of the later one.
+    """
+    found = sorted(
+        (int(m.group(1)), d)
+        for d in data_dir.iterdir()
+        if (m := WORKER_DIR.fullmatch(d.name)) and d.is_dir()
+    )
+    reports: dict[int, Report] = {}
+    first_owner: dict[int, int] = {}
+    for worker_id, directory in found:
+        try:
+            report, pending = _verify(directory, worker_id, owner, limit)
+        except StoreError as exc:
+            report, pending = Report(directory, limit), {}
+            report.add(str(exc))
+        for hh, name in pending.items():
+            other = first_owner.setdefault(hh, worker_id)
+            if other != worker_id:
+                report.add(f"host {name} has pending URLs in worker-{other:02d} too")
+        reports[worker_id] = report
+    return reports
+
+
+def _verify(
+    path: Path, worker_id: int | None, owner: Owner | None, limit: int
+) -> tuple[Report, dict[int, str]]:
+    """The report and the hosts with pending URLs (hash → host key) of one store."""
+    if owner is not None and worker_id is None:
+        raise ValueError("the ring check needs this store's worker_id")
+    try:
+        env = lmdb.open(
+            str(path), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2, readahead=False
+        )
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot open store at {path}: {exc}") from exc
+    report = Report(path, limit)
+    try:
+        with env.begin() as txn:
+            checker = _Checker(env, txn, report, owner, worker_id)
+            checker.run()
+    finally:
+        env.close()
+    return report, checker.pending_hosts
+
+
+class _Run:
+    """A cursor's items in key order, taken one host-hash prefix at a time."""
+
+    def __init__(self, items: Items) -> None:
+        self._items = items
+        self.item = next(items, None)
+
+    @property
+    def prefix(self) -> bytes | None:
+        return None if self.item is None else self.item[0][:8]
+
+    def take(self, prefix: bytes) -> Items:
+        while self.item is not None and self.item[0][:8] == prefix:
+            yield self.item
+            self.item = next(self._items, None)
+
+
+def _back_name(key: bytes) -> str:
+    hh, level, seq = HOST_LEVEL_SEQ.unpack(key)
+    return f"back {hh:016x}/{level}/{seq}"
+
+
+def _describe(state: bytes | None) -> str:
+    if state is None:
+        return "not in urls"
+    text = state[1:].decode("utf-8", "replace")
+    if state[:1] == DONE:
+        return f"done ({text})"
+    if state[:1] == REFUSED:
+        return f"refused ({text})"
+    return f"in an invalid state {state!r}"
+
+
+class _Checker:
+    """One pass per database over a read transaction; see the module docstring."""
+
+    def __init__(
+        self, env: Any, txn: Any, report: Report, owner: Owner | None, worker_id: int | None
+    ) -> None:
+        self.txn = txn
+        self.report = report
+        self.owner = owner
+        self.worker_id = worker_id
+        self.db: dict[str, Any] = {}
+        for name in DB_NAMES:
+            try:
+                self.db[name] = env.open_db(name.encode(), txn=txn, create=False)
+            except lmdb.NotFoundError:
+                report.add(f"database {name} is missing")
+        self.n: Counter[str] = Counter()
+        self.states: Counter[bytes] = Counter()
+        self.bound: set[bytes] = set()
+        self.front: dict[bytes, list[int]] = {}
+        self.suspects: list[bytes] = []
+        self.pending_hosts: dict[int, str] = {}
+        self.max_seq = 0
+        self._last_host = ""
+        self._last_hash = 0
+
+    def run(self) -> None:
+        self._bound()
+        self._front()
+        self._hosts()
+        self._diagnose()
+        self._leases()
+        self._parked()
+        self._outbox()
+        self._meta(self._by_state())
+        n = self.n
+        self.report.counts = {
+            "urls": n["urls/pending"] + n["urls/done"] + n["urls/refused"],
+            "urls/pending": n["urls/pending"], "urls/done": n["urls/done"],
+            "urls/refused": n["urls/refused"], "front": n["front"], "back": n["back"],
+            "hosts": n["hosts"], "bound": n["bound"], "parked": n["parked"],
+            "leases": n["leases"], "outbox": n["outbox"], "outbox/records": n["outbox/records"],
+        }
+
+    # -- reading -----------------------------------------------------------------
+
+    def _items(self, name: str) -> Items:
+        db = self.db.get(name)
+        if db is None:
+            return iter(())
+        items: Items = self.txn.cursor(db).iternext()
+        return items
+
+    def _range(self, name: str, prefix: bytes) -> Items:
+        db = self.db.get(name)
+        if db is None:
+            return
+        cursor = self.txn.cursor(db)
+        if not cursor.set_range(prefix):
+            return
+        for key, value in cursor.iternext():
+            if not key.startswith(prefix):
+                return
+            yield key, value
+
+    def _get(self, name: str, key: bytes) -> bytes | None:
+        db = self.db.get(name)
+        if db is None:
+            return None
+        value: bytes | None = self.txn.get(key, db=db)
+        return value
+
+    def _host(self, prefix: bytes) -> HostState | None:
+        data = self._get("hosts", prefix)
+        if data is None:
+            return None
+        try:
+            return HostState.decode(data)
+        except (ValueError, struct.error):
+            return None
+
+    def _name(self, prefix: bytes) -> str:
+        host = self._host(prefix)
+        return host.host_key if host is not None else f"hash {prefix.hex()}"
+
+    # -- queues and URLs -------------------------------------------------------------
+
+    def _queued(self, data: bytes, prefix: bytes | None) -> tuple[bytes, int] | str:
+        """A queue entry's host prefix and url hash if its URL is pending, else what is wrong.
+
+        ``prefix`` is the host hash its record must have (back entries), or None (front).
+        """
+        try:
+            record = UrlRecord.decode(data)
+        except ValueError as exc:
+            return f"undecodable record ({exc}): {data[:60]!r}"
+        if record.host_key != self._last_host:
+            self._last_host, self._last_hash = record.host_key, host_hash(record.host_key)
+        hh = self._last_hash
+        own = U64.pack(hh)
+        if prefix is not None and own != prefix:
+            return (
+                f"record of {record.url} (host {record.host_key}, hash {own.hex()})"
+                " is queued under another host"
+            )
+        uh = fingerprint(record.url)
+        state = self._get("urls", url_key(hh, uh))
+        if state != PENDING:
+            return f"{record.url} is {_describe(state)}, yet queued"
+        return own, uh
+
+    def _front(self) -> None:
+        front = self.front
+        entries = max_seq = 0
+        for key, value in self._items("front"):
+            entries += 1
+            if len(key) != LEVEL_SEQ.size or key[0] == 0:
+                self.report.add(f"front key {key.hex()} is not level (1..255) and seq")
+                continue
+            level, seq = LEVEL_SEQ.unpack(key)
+            if seq > max_seq:
+                max_seq = seq
+            placed = self._queued(value, None)
+            if isinstance(placed, str):
+                self.report.add(f"front {level}/{seq}: {placed}")
+                continue
+            tally = front.get(placed[0])
+            if tally is None:
+                front[placed[0]] = [1, placed[1]]
+            else:
+                tally[0] += 1
+                tally[1] += placed[1]
+        self.n["front"] = entries
+        self.max_seq = max(self.max_seq, max_seq)
+
+    def _hosts(self) -> None:
+        """Merge urls, back and hosts (all sorted by host hash): one host at a time."""
+        urls, back, hosts = (_Run(self._items(name)) for name in ("urls", "back", "hosts"))
+        while True:
+            prefixes = [r.prefix for r in (urls, back, hosts) if r.prefix is not None]
+            if not prefixes:
+                return
+            prefix = min(prefixes)
+            pending, pending_sum, done = self._url_group(urls.take(prefix))
+            entries, queued, queued_sum = self._back_group(prefix, back.take(prefix))
+            state = self._host_state(prefix, hosts.take(prefix))
+            if len(prefix) != 8:
+                continue
+            in_front, front_sum = self.front.pop(prefix, (0, 0))
+            if (pending, pending_sum) != (queued + in_front, queued_sum + front_sum):
+                self.suspects.append(prefix)
+            if state is None:
+                if entries or in_front:
+                    self.report.add(
+                        f"host hash {prefix.hex()} has {entries} back and {in_front} front"
+                        " entries but no host state"
+                    )
+                continue
+            self._host_checks(prefix, state, entries, pending + done)
+            if entries or in_front:
+                self.pending_hosts[U64.unpack(prefix)[0]] = state.host_key
+                self._ring(state.host_key)
+
+    def _url_group(self, items: Items) -> tuple[int, int, int]:
+        """One host's URLs: (pending, sum of pending url hashes, done)."""
+        pending = pending_sum = done = 0
+        states = self.states
+        for key, state in items:
+            if len(key) != URL_KEY.size:
+                self.report.add(f"urls key {key.hex()} is not 16 bytes")
+            elif state == PENDING:
+                pending += 1
+                pending_sum += int.from_bytes(key[8:], "big")
+            elif state[:1] in (DONE, REFUSED) and len(state) > 1:
+                states[state] += 1
+                done += state[:1] == DONE
+            else:
+                self.report.add(f"urls {key.hex()}: invalid state {state!r}")
+        self.n["urls/pending"] += pending
+        return pending, pending_sum, done
+
+    def _back_group(self, prefix: bytes, items: Items) -> tuple[int, int, int]:
+        """One host's back entries: (entries, entries of pending URLs, their url hash sum)."""
+        entries = queued = queued_sum = 0
+        for key, value in items:
+            entries += 1
+            if len(key) != HOST_LEVEL_SEQ.size or key[8] == 0:
+                self.report.add(f"back key {key.hex()} is not host hash, level (1..255) and seq")
+                continue
+            self.max_seq = max(self.max_seq, HOST_LEVEL_SEQ.unpack(key)[2])
+            placed = self._queued(value, prefix)
+            if isinstance(placed, str):
+                self.report.add(f"{_back_name(key)}: {placed}")
+                continue
+            queued += 1
+            queued_sum += placed[1]
+        self.n["back"] += entries
+        return entries, queued, queued_sum
+
+    def _host_state(self, prefix: bytes, items: Items) -> HostState | None:
+        state = None
+        for key, value in items:
+            self.n["hosts"] += 1
+            if len(key) != 8:
+                self.report.add(f"hosts key {key.hex()} is not 8 bytes")
+                continue
+            try:
+                state = HostState.decode(value)
+            except (ValueError, struct.error) as exc:
+                self.report.add(f"hosts {key.hex()}: undecodable state ({exc}): {value[:60]!r}")
+                continue
+            own = U64.pack(host_hash(state.host_key))
+            if own != prefix:
+                self.report.add(
+                    f"hosts {key.hex()}: state of {state.host_key}, whose hash is {own.hex()}"
+                )
+        return state
+
+    def _host_checks(self, prefix: bytes, host: HostState, entries: int, admitted: int) -> None:
+        name = host.host_key
+        if host.queued != entries:
+            self.report.add(f"host {name}: queued is {host.queued}, back entries {entries}")
+        if host.admitted != admitted:
+            self.report.add(
+                f"host {name}: admitted is {host.admitted} but {admitted} of its URLs"
+                " are pending or done"
+            )
+        bound = prefix in self.bound
+        parked = host.parked_at >= 0
+        entry = parked_key(host.parked_at, U64.unpack(prefix)[0])
+        if parked and self._get("parked", entry) is None:
+            self.report.add(f"host {name}: parked at {host.parked_at} but has no parked entry")
+        if parked and bound:
+            self.report.add(f"host {name} is both bound and parked")
+        elif entries and not (parked or bound):
+            self.report.add(f"host {name} has {entries} queued URLs, is neither bound nor parked")
+
+    def _ring(self, host_key: str) -> None:
+        if self.owner is None:
+            return
+        owner = self.owner(host_key)
+        if owner != self.worker_id:
+            self.report.add(
+                f"host {host_key} has pending URLs here (worker {self.worker_id})"
+                f" but is owned by worker {owner}"
+            )
+
+    def _diagnose(self) -> None:
+        """Name the URLs of hosts whose pending URLs and queue entries do not match."""
+        if not self.suspects:
+            return
+        suspects = set(self.suspects)
+        places: dict[bytes, tuple[str, list[str]]] = {}
+
+        def place(where: str, data: bytes) -> None:
+            try:
+                record = UrlRecord.decode(data)
+            except ValueError:
+                return
+            hh = host_hash(record.host_key)
+            if U64.pack(hh) in suspects:
+                uk = url_key(hh, fingerprint(record.url))
+                places.setdefault(uk, (record.url, []))[1].append(where)
+
+        for key, value in self._items("front"):
+            if len(key) == LEVEL_SEQ.size:
+                level, seq = LEVEL_SEQ.unpack(key)
+                place(f"front {level}/{seq}", value)
+        for prefix in self.suspects:
+            for key, value in self._range("back", prefix):
+                if len(key) == HOST_LEVEL_SEQ.size:
+                    place(_back_name(key), value)
+            for key, state in self._range("urls", prefix):
+                if state != PENDING:
+                    continue
+                url, where = places.get(key, ("", []))
+                if not where:
+                    self.report.add(
+                        f"pending URL {key.hex()} of host {self._name(prefix)} is in no queue"
+                    )
+                elif len(where) > 1:
+                    self.report.add(f"{url} is in {len(where)} queues: {', '.join(where)}")
+
+    # -- host tables, leases, outbox, meta ---------------------------------------------
+
+    def _bound(self) -> None:
+        for key, value in self._items("bound"):
+            self.n["bound"] += 1
+            if len(key) != 8 or value:
+                self.report.add(f"bound entry {key.hex()}={value[:60]!r} is not host hash, empty")
+                continue
+            self.bound.add(key)
+            if self._get("hosts", key) is None:
+                self.report.add(f"bound host {key.hex()} has no host state")
+
+    def _has_back(self, prefix: bytes) -> bool:
+        return next(self._range("back", prefix), None) is not None
+
+    def _leases(self) -> None:
+        for key, value in self._items("leases"):
+            self.n["leases"] += 1
+            if len(key) != 8:
+                self.report.add(f"leases key {key.hex()} is not 8 bytes")
+                continue
+            name = self._name(key)
+            if key not in self.bound:
+                self.report.add(f"lease of host {name}: the host is not bound")
+            if not value:
+                if not self._has_back(key):
+                    self.report.add(f"robots lease of host {name}: the host has nothing queued")
+            elif len(value) != HOST_LEVEL_SEQ.size or value[:8] != key:
+                self.report.add(f"lease of host {name} names {value.hex()}, not a back key of it")
+            elif self._get("back", value) is None:
+                self.report.add(f"lease of host {name} names {_back_name(value)}: not there")
+
+    def _parked(self) -> None:
+        for key, value in self._items("parked"):
+            self.n["parked"] += 1
+            if len(key) != TIME_HOST.size or value:
+                self.report.add(f"parked entry {key.hex()}={value[:60]!r} is not time|host, empty")
+                continue
+            millis, hh = TIME_HOST.unpack(key)
+            where = f"parked {millis / 1000}|{hh:016x}"
+            prefix = key[8:]
+            host = self._host(prefix)
+            if host is None:
+                self.report.add(f"{where}: the host has no (decodable) state")
+                continue
+            if host.parked_at < 0 or parked_key(host.parked_at, hh) != key:
+                self.report.add(f"{where}: host {host.host_key} says parked_at {host.parked_at}")
+            if not self._has_back(prefix):
+                self.report.add(f"{where}: host {host.host_key} has nothing queued")
+
+    def _outbox(self) -> None:
+        for key, value in self._items("outbox"):
+            self.n["outbox"] += 1
+            if len(key) != 8:
+                self.report.add(f"outbox key {key.hex()} is not 8 bytes")
+                continue
+            try:
+                self.n["outbox/records"] += len(decode_records(value))
+            except ValueError as exc:
+                self.report.add(f"outbox {U64.unpack(key)[0]}: undecodable batch ({exc})")
+
+    def _by_state(self) -> dict[str, int]:
+        """Done and refused URLs counted as the frontier's counters name them."""
+        observed: dict[str, int] = {}
+        for raw, n in self.states.items():
+            try:
+                text = raw[1:].decode("utf-8")
+            except UnicodeDecodeError:
+                self.report.add(f"urls: {n} URLs in a state that is not UTF-8: {raw!r}")
+                continue
+            kind = "done" if raw[:1] == DONE else "refused"
+            self.n[f"urls/{kind}"] += n
+            observed[f"frontier/{kind}/{text}"] = n
+        return observed
+
+    def _meta(self, observed: dict[str, int]) -> None:
+        raw = self._get("meta", b"state")
+        if raw is None:
+            self.report.add("meta has no state")
+            return
+        try:
+            state = json.loads(raw)
+        except ValueError as exc:
+            self.report.add(f"meta state is not JSON ({exc}): {raw[:60]!r}")
+            return
+        counts = state.get("counts") if isinstance(state, dict) else None
+        if not isinstance(counts, dict) or not all(
+            isinstance(state.get(name), int) for name in ("seq", "back_queued")
+        ):
+            self.report.add(f"meta state lacks seq, back_queued or counts: {raw[:120]!r}")
+            return
+        if state["back_queued"] != self.n["back"]:
+            self.report.add(
+                f"meta back_queued is {state['back_queued']} but back has {self.n['back']} entries"
+            )
+        if state["seq"] < self.max_seq:
+            self.report.add(f"meta seq is {state['seq']} but a queue key has seq {self.max_seq}")
+        admitted = counts.get("frontier/admitted", 0)
+        expected = self.n["urls/pending"] + self.n["urls/done"]
+        if admitted != expected:
+            self.report.add(
+                f"meta frontier/admitted is {admitted} but {expected} URLs are pending or done"
+            )
+        names = {n for n in counts if n.startswith(("frontier/done/", "frontier/refused/"))}
+        for name in sorted(names | observed.keys()):
+            if counts.get(name, 0) != observed.get(name, 0):
+                self.report.add(
+                    f"meta {name} is {counts.get(name, 0)} but {observed.get(name, 0)} URLs"
+                    " are in that state"
+                )
