@@ -322,8 +322,8 @@ def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
     gaps = dict.fromkeys(web.names, delay)
     gaps.update(web.crawl_delay)
     violations = politeness_violations(requests, gaps, tolerance=0.01)
-    pages = supervisor.totals()["worker/outcome/ok"]
-    click.echo(f"fetched {pages:.0f} pages in {elapsed:.1f}s ({pages / elapsed:.1f} pages/s); "
+    fetched = supervisor.totals()["worker/outcome/ok"]
+    click.echo(f"fetched {fetched:.0f} pages in {elapsed:.1f}s ({fetched / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")
     click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")
 
