@@ -20,7 +20,7 @@ from hive.control import ControlClient
 from hive.endpoints import Endpoints
 from hive.errors import ConfigError, ControlError, HiveError
 from hive.lifecycle import Runner, setup_logging
-from hive.supervisor import Supervisor, read_state
+from hive.supervisor import NOT_ERRORS, Supervisor, read_state
 
 pass_config = click.make_pass_decorator(Config)
 DATA = click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -177,14 +177,14 @@ def _call(data_dir: Path, cmd: str, **args: Any) -> Any:
 
 def format_status(status: dict[str, Any]) -> str:
     header = (f"{'role':<10}{'pid':>8}{'cpu%':>7}{'rss MB':>8}{'files':>6}{'pending':>9}"
-              f"{'bound':>7}{'ready':>6}{'parked':>7}{'flight':>7}{'fetched':>9}{'errors':>7}"
+              f"{'bound':>7}{'ready':>6}{'parked':>7}{'flight':>7}{'pages':>9}{'errors':>7}"
               f"{'outbox':>7}{'dns hit':>8}")
     lines = [header]
     for row in status["processes"]:
         stats = row.get("stats", {})
-        fetched = sum(v for k, v in stats.items() if k.startswith("worker/outcome/"))
+        fetched = stats.get("worker/outcome/ok", 0)
         errors = sum(v for k, v in stats.items() if k.startswith("worker/outcome/")
-                     and not k.endswith(("/ok", "/redirect")))
+                     and k[15:] not in NOT_ERRORS)
         hits, misses = stats.get("dns/hits", 0), stats.get("dns/misses", 0)
         hit_rate = f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
         cells = [
@@ -205,7 +205,8 @@ def format_status(status: dict[str, Any]) -> str:
     lines.append(
         f"{'total':<10}{'':>8}{'':>7}{'':>8}{'':>6}{t['frontier/pending']:>9.0f}"
         f"{t['frontier/hosts/bound']:>7.0f}{t['frontier/hosts/ready']:>6.0f}"
-        f"{t['frontier/hosts/parked']:>7.0f}{t['worker/in_flight']:>7.0f}{t['fetched']:>9.0f}"
+        f"{t['frontier/hosts/parked']:>7.0f}{t['worker/in_flight']:>7.0f}"
+        f"{t['worker/outcome/ok']:>9.0f}"
         f"{t['errors']:>7.0f}{t['outbox/size']:>7.0f}"
     )
     lines.append(f"{t['pages_per_s']:.1f} pages/s over the last minute"

@@ -177,6 +177,8 @@ class Supervisor:
         child.process = child.start()
         child.process.start()
         child.ps = psutil.Process(child.process.pid) if child.process.pid else None
+        if child.ps is not None:
+            child.ps.cpu_percent(None)
         log.info("%s started, pid %s", child.name, child.process.pid)
 
     def _write_state(self) -> None:
