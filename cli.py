@@ -175,18 +175,23 @@ def _call(data_dir: Path, cmd: str, **args: Any) -> Any:
             raise click.ClickException(str(exc)) from exc
 
 
+def _rate(hits: int, misses: int) -> str:
+    return f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
+
+
 def format_status(status: dict[str, Any]) -> str:
     header = (f"{'role':<10}{'pid':>8}{'cpu%':>7}{'rss MB':>8}{'files':>6}{'pending':>9}"
               f"{'bound':>7}{'ready':>6}{'parked':>7}{'flight':>7}{'pages':>9}{'errors':>7}"
-              f"{'outbox':>7}{'dns hit':>8}")
+              f"{'outbox':>7}{'dns hit':>8}{'robots hit':>11}")
     lines = [header]
     for row in status["processes"]:
         stats = row.get("stats", {})
         fetched = stats.get("worker/outcome/ok", 0)
         errors = sum(v for k, v in stats.items() if k.startswith("worker/outcome/")
                      and k[15:] not in NOT_ERRORS)
-        hits, misses = stats.get("dns/hits", 0), stats.get("dns/misses", 0)
-        hit_rate = f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
+        dns_rate = _rate(stats.get("dns/hits", 0), stats.get("dns/misses", 0))
+        robots_rate = _rate(stats.get("robots/hits", 0) + stats.get("robots/loads", 0),
+                            stats.get("robots/misses", 0))
         cells = [
             f"{row['role']:<10}", f"{row.get('pid') or '-':>8}", f"{row.get('cpu', 0):>7.0f}",
             f"{row.get('rss_mb', 0):>8.0f}", f"{row.get('open_files', 0):>6}",
@@ -198,7 +203,7 @@ def format_status(status: dict[str, Any]) -> str:
                 f"{stats.get('frontier/hosts/ready', 0):>6}",
                 f"{stats.get('frontier/hosts/parked', 0):>7}",
                 f"{stats.get('worker/in_flight', 0):>7}", f"{fetched:>9}", f"{errors:>7}",
-                f"{stats.get('outbox/size', 0):>7}", f"{hit_rate:>8}",
+                f"{stats.get('outbox/size', 0):>7}", f"{dns_rate:>8}", f"{robots_rate:>11}",
             ]
         lines.append("".join(cells))
     t = status["totals"]

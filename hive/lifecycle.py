@@ -22,6 +22,7 @@ import faulthandler
 import fcntl
 import logging
 import os
+import resource
 import signal
 import sys
 import time
@@ -83,6 +84,24 @@ def die_with_parent(parent: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def raise_open_files() -> int:
+    """Raise this process's soft open-file limit to its hard limit; returns the new limit.
+
+    A worker holds a socket per idle keep-alive connection and per fetch in
+    flight, plus LMDB, WARC and log files; the common soft default (1024) is
+    the first limit a busy worker meets.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d: %s", soft, exc)
+    return soft
 
 
 def setup_logging(level: str, directory: Path | None, role: str) -> None:

@@ -26,7 +26,7 @@ import zmq
 from hive import wire
 from hive.config import Config, from_dict
 from hive.endpoints import Endpoints
-from hive.lifecycle import Lock, Runner, die_with_parent, setup_logging
+from hive.lifecycle import Lock, Runner, die_with_parent, raise_open_files, setup_logging
 from hive.outbox import Outbox, RecentLinks
 from hive.record import UrlRecord
 from hive.worker import Worker
@@ -184,6 +184,7 @@ def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
     cfg = from_dict(cfg_data)
     die_with_parent(parent)
     setup_logging(cfg.log.level, Path(data_dir) / "logs", f"worker-{worker_id:02d}")
+    log.info("open-file limit %d", raise_open_files())
     role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints))
     Runner(role, f"worker {worker_id}").run()
 
