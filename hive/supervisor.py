@@ -29,7 +29,7 @@ import multiprocessing
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -86,7 +86,7 @@ def read_state(data_dir: Path) -> dict[str, Any] | None:
 
 class Supervisor:
     def __init__(
-        self, cfg: Config, data_dir: Path, procs: int, *, seeds: list[str] = (),  # type: ignore[assignment]
+        self, cfg: Config, data_dir: Path, procs: int, *, seeds: Sequence[str] = (),
         max_pages: int = 0,
     ) -> None:
         self.cfg = cfg
