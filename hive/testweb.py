@@ -935,6 +935,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
         args.domain, not args.no_hostile, args.crawl_delay,
     )
+    # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
+    sys.setswitchinterval(0.0005)
     stop = {signal.SIGTERM, signal.SIGINT}
     # Blocked before the server threads start, so they inherit the mask and only sigwait sees them.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)

@@ -27,7 +27,9 @@ from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
-DELAY = 0.05
+DELAY = 0.1
+# How late a threaded Python server on two busy cores may stamp the end of a response.
+STAMP_SKEW = 0.02
 
 
 def write_config(cfg: Config, path: Path) -> Path:
@@ -44,6 +46,7 @@ class Hive:
 
     def __init__(self, tmp: Path, server: WebProcess, **sections: dict[str, Any]) -> None:
         self.data = tmp / "data"
+        sections.setdefault("politeness", {}).setdefault("min_delay", DELAY)
         cfg = crawl_config(server, **sections)
         self.config = write_config(cfg, tmp / "hive.toml")
         self.seeds = tmp / "seeds.txt"
@@ -113,7 +116,7 @@ def check_crawl(web: WebProcess, allowed_repeats: int = 0) -> None:
     requests = web.requests
     gaps = dict.fromkeys(web.web.names, DELAY)
     gaps.update(web.web.crawl_delay)
-    assert politeness_violations(requests, gaps, tolerance=0.01) == []
+    assert politeness_violations(requests, gaps, tolerance=STAMP_SKEW) == []
     fetched = {r.url for r in requests if r.method == "GET"}
     missing = web.in_scope_urls() - fetched
     assert not missing, sorted(missing)[:5]
