@@ -77,7 +77,7 @@ class Progress:
         self.next = now + 1.0
         t = self.supervisor.totals()
         click.echo(
-            f"\rpages {t['worker/outcome/ok']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
+            f"\rpages {t['frontier/done/ok']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
             f"{t['frontier/pending']:>8.0f}  hosts ready/bound {t['frontier/hosts/ready']:.0f}/"
             f"{t['frontier/hosts/bound']:.0f}  errors {t['errors']:.0f}   ",
             nl=False, err=True,
@@ -123,7 +123,7 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
         return
     supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet)
     totals = supervisor.totals()
-    click.echo(f"hive stopped: {supervisor.ended}; {totals['worker/outcome/ok']:.0f} pages, "
+    click.echo(f"hive stopped: {supervisor.ended}; {totals['frontier/done/ok']:.0f} pages, "
                f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
 
 
@@ -186,9 +186,9 @@ def format_status(status: dict[str, Any]) -> str:
     lines = [header]
     for row in status["processes"]:
         stats = row.get("stats", {})
-        fetched = stats.get("worker/outcome/ok", 0)
-        errors = sum(v for k, v in stats.items() if k.startswith("worker/outcome/")
-                     and k[15:] not in NOT_ERRORS)
+        fetched = stats.get("frontier/done/ok", 0)
+        errors = sum(v for k, v in stats.items() if k.startswith("frontier/done/")
+                     and k[14:] not in NOT_ERRORS)
         dns_rate = _rate(stats.get("dns/hits", 0), stats.get("dns/misses", 0))
         robots_rate = _rate(stats.get("robots/hits", 0) + stats.get("robots/loads", 0),
                             stats.get("robots/misses", 0))
@@ -211,7 +211,7 @@ def format_status(status: dict[str, Any]) -> str:
         f"{'total':<10}{'':>8}{'':>7}{'':>8}{'':>6}{t['frontier/pending']:>9.0f}"
         f"{t['frontier/hosts/bound']:>7.0f}{t['frontier/hosts/ready']:>6.0f}"
         f"{t['frontier/hosts/parked']:>7.0f}{t['worker/in_flight']:>7.0f}"
-        f"{t['worker/outcome/ok']:>9.0f}"
+        f"{t['frontier/done/ok']:>9.0f}"
         f"{t['errors']:>7.0f}{t['outbox/size']:>7.0f}"
     )
     lines.append(f"{t['pages_per_s']:.1f} pages/s over the last minute"
@@ -328,7 +328,7 @@ def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
     gaps = dict.fromkeys(web.names, delay)
     gaps.update(web.crawl_delay)
     violations = politeness_violations(requests, gaps, tolerance=0.01)
-    fetched = supervisor.totals()["worker/outcome/ok"]
+    fetched = supervisor.totals()["frontier/done/ok"]
     click.echo(f"fetched {fetched:.0f} pages in {elapsed:.1f}s ({fetched / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")
     click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")

@@ -16,8 +16,10 @@ pids, ring, the config in force), starts the splitter and N workers with the
   all are idle, all outboxes are empty and no counter moved, the hive stops.
 
 A restart on an existing data directory resumes: the stores hold every pending
-URL and the outboxes every unacknowledged batch. Resizing (another --procs) is
-refused until the resize issue lands.
+URL and the outboxes every unacknowledged batch. A restart with another ring
+(another --procs, vnodes or seed) first moves every host to the worker the new
+ring names, before any child starts (hive/resize.py); what moved is logged and
+kept in ``status`` under ``resize``.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ from hive import __version__, wire
 from hive.config import Config
 from hive.control import ControlServer
 from hive.endpoints import Endpoints, make_run_dir, run_dir_for
-from hive.errors import HiveError, URLError
+from hive.errors import URLError
 from hive.frontier.store import Store
 from hive.lifecycle import Lock
 from hive.outbox import Outbox
 from hive.record import UrlRecord
+from hive.resize import Resize, resize
 from hive.splitter import run_splitter
 from hive.urls import canonicalize, host_key
 from hive.workerproc import run_worker
@@ -54,7 +57,9 @@ from hive.workerproc import run_worker
 log = logging.getLogger(__name__)
 
 SEED_BATCH = 1000
-NOT_ERRORS = frozenset({"ok", "redirect", "robots_ok", "robots"})
+NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
+# Counters that move whenever a worker does anything with a URL (for the end of the batch).
+MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0
 
 
@@ -105,6 +110,7 @@ class Supervisor:
         self._children_stopped = False
         self._stop_deadline = 0.0
         self._rates: deque[tuple[float, int]] = deque(maxlen=120)
+        self.resized: Resize | None = None
 
     # -- open ------------------------------------------------------------------------
 
@@ -114,12 +120,12 @@ class Supervisor:
         previous = read_state(self.data_dir)
         ring = self._ring()
         if previous is not None and previous.get("ring") != ring:
-            self.lock.release()
-            raise HiveError(
-                f"{self.data_dir} was crawled with ring {previous.get('ring')}; starting it with "
-                f"{ring} would move hosts between workers, which this version cannot do yet: "
-                f"start it with --procs {previous.get('ring', {}).get('procs')}"
-            )
+            try:
+                self.resized = resize(self.data_dir, self.cfg, self.procs)
+            except BaseException:
+                self.lock.release()
+                raise
+            log.info("%s", self.resized.summary())
         if self.cfg.hive.transport == "tcp":
             self.endpoints = Endpoints.tcp(self.cfg.hive.tcp_port, self.cfg.hive.tcp_host)
         else:
@@ -275,10 +281,11 @@ class Supervisor:
             "data_dir": str(self.data_dir), "procs": self.procs, "started": self.started,
             "stopping": self.stopping, "processes": rows, "totals": self.totals(),
             "outbox": len(self.outbox),
+            "resize": self.resized.to_dict() if self.resized is not None else None,
         }
 
     def totals(self) -> dict[str, float]:
-        keys = ("frontier/pending", "frontier/admitted", "worker/outcome/ok",
+        keys = ("frontier/pending", "frontier/admitted", "frontier/done/ok",
                 "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",
                 "frontier/hosts/parked", "outbox/size")
         out: dict[str, float] = dict.fromkeys(keys, 0)
@@ -287,9 +294,9 @@ class Supervisor:
             for key, value in report.stats.items():
                 if key in out and isinstance(value, int | float):
                     out[key] += value
-                if key.startswith("worker/outcome/") and isinstance(value, int):
+                if key.startswith("frontier/done/") and isinstance(value, int):
                     done += value
-                    if key[15:] not in NOT_ERRORS:
+                    if key[14:] not in NOT_ERRORS:
                         errors += value
         out["fetched"] = done
         out["errors"] = errors
@@ -315,7 +322,7 @@ class Supervisor:
                 )
         self.store.commit(now)
         self._reap(now)
-        ok = sum(r.stats.get("worker/outcome/ok", 0) for r in self.reports.values())
+        ok = sum(r.stats.get("frontier/done/ok", 0) for r in self.reports.values())
         if not self._rates or now - self._rates[-1][0] >= 1.0:
             self._rates.append((now, ok))
             while self._rates and now - self._rates[0][0] > 60:
@@ -360,7 +367,7 @@ class Supervisor:
         key = tuple(
             (r.stats.get("frontier/admitted"), r.stats.get("outbox/batches"),
              r.stats.get("outbox/acked"), sum(v for k, v in r.stats.items()
-                                               if k.startswith("worker/outcome/")))
+                                               if k.startswith(MOVING) and isinstance(v, int)))
             for r in self.reports.values()
         )
         if not quiet or key != self._quiet_key:

@@ -191,13 +191,6 @@ def test_stop_then_start_fetches_nothing_twice(tmp_path: Path, web: WebProcess) 
     check_crawl(web)
 
 
-def test_a_different_procs_is_refused(tmp_path: Path, web: WebProcess) -> None:
-    hive = Hive(tmp_path, web)
-    finish(hive.start(2, "--max-pages", "5"))
-    process = hive.start(3)
-    assert process.wait(timeout=60) != 0 and "--procs 2" in output(process)
-
-
 def test_verify_fails_on_a_corrupt_store(tmp_path: Path, web: WebProcess) -> None:
     hive = Hive(tmp_path, web)
     finish(hive.start(2, "--max-pages", "10"))

@@ -1,0 +1,638 @@
+"""Resizing a hive: moving hosts to the worker stores a new ring names, offline.
+
+``hive start --procs M`` on a data directory whose ``hive.json`` records
+another ring calls :func:`resize` from the supervisor's ``open()``, before any
+child starts: the supervisor holds the data directory's lock and the mover
+takes each worker directory's lock, so no process writes a store meanwhile.
+This module owns that move and its policy.
+
+What moves. For every ``worker-NN`` store that exists, every host (a ``hosts``
+record) whose owner under the new ring is another store moves whole to its
+owner's store (hive/frontier/store.py has the layout):
+
+- its state, as it is, except that a host with a lease (a fetch in flight when
+  the hive stopped) waits its full delay from now, exactly as the frontier's
+  recovery does on open: the move never makes a host look uncontacted;
+- its queued URLs, from ``back`` (``host|level|seq``) and from ``front``
+  (``level|seq``; one scan of the source's front groups them by host), all into
+  the host's back queue at the destination, re-keyed with the destination's seq
+  numbers in their old (level, seq) order. Why the back queue and not the
+  destination's front: the whole copy of a host is then its host-hash prefix
+  plus one ``parked`` entry, so "does the destination hold this host?" is one
+  look-up (see below), and a URL drawn from the front would have joined this
+  same queue anyway, keeping its level;
+- its URL states (``urls``: the seen fingerprints, pending, done or refused),
+  copied as they are, and its ``robots`` entry;
+- at the destination it is parked at its next-allowed time (neither bound nor
+  leased), as the frontier's recovery parks the hosts that were bound.
+
+The meta ``state`` of both stores moves with the data, in the same
+transactions: ``frontier/admitted``, ``frontier/done/*``,
+``frontier/refused/*`` and ``back_queued`` are adjusted by what left or
+arrived, and the destination's ``seq`` passes every key it was given.
+
+The protocol, per batch of hosts from store S to store D (at most
+``BATCH_HOSTS`` hosts and, unless one host alone is larger, ``BATCH_ENTRIES``
+records):
+
+1. one write transaction on D copies each host of the batch that D does not
+   hold yet, and commits (with fsync);
+2. one write transaction on S deletes the batch's hosts — every key under their
+   prefix, their front entries and their ``bound``, ``leases``, ``parked`` and
+   ``robots`` entries — and commits.
+
+Why a crash (kill -9, power loss) at any moment loses and duplicates nothing:
+LMDB commits a transaction whole or not at all, a host's copy is written in one
+transaction, so a ``hosts`` record in D means all of the host is there; S
+deletes a host, in one transaction, only once D's copy is durable. So each host
+is whole in S, or whole in D, or whole in both; the next ``start`` scans every
+store again, copies only where the owner lacks the host, and deletes the copy
+that is not at the owner. The scan reads the new ring only, never the old one,
+so an interrupted resize is finished even when the next ``start`` asks for yet
+another size: the owner's copy is kept, any other deleted.
+
+A store beyond the new size is drained: its hosts as above; then the URL states
+left in it — refusals of URLs whose host never had one admitted, so there is no
+host record and no host key to place them by; they are only a memo — go to
+worker ``host_hash % M``; then the batches in its ``outbox`` go to the
+supervisor's outbox (``DATA/supervisor``), which resends them like seeds,
+routed by the new ring. Each batch is copied there with a marker in the
+supervisor's meta before it is deleted from the store, and the markers are
+removed only once the store's outbox is empty, so a crash copies no batch
+twice. The drained store (holding no host, queued URL, URL state or batch) is
+renamed ``worker-NN.retired-<UTC time>``; its quarantine (poison batches, never
+resent) stays in it. Only when every store is done is the new ring written to
+``hive.json``: until then every ``start`` resizes again.
+
+Cost: one pass over every store's hosts and front, plus the moved hosts' data.
+Memory is a few integers per moved host and 9 bytes per moved front entry,
+never the URLs themselves.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import lmdb
+
+from hive.config import Config
+from hive.errors import HiveError, StoreError
+from hive.frontier.hosts import HostState
+from hive.frontier.store import (
+    DB_NAMES,
+    DONE,
+    HOST_LEVEL_SEQ,
+    LEVEL_SEQ,
+    PENDING,
+    REFUSED,
+    U64,
+    Store,
+    back_key,
+    parked_key,
+)
+from hive.lifecycle import Lock
+from hive.outbox import Outbox
+from hive.record import UrlRecord
+from hive.ring import Ring
+from hive.urls import host_hash
+from hive.verify import WORKER_DIR
+
+log = logging.getLogger(__name__)
+
+BATCH_HOSTS = 512
+BATCH_ENTRIES = 20_000
+OUTBOX_CHUNK = 100
+DRAINED = ("hosts", "front", "back", "urls", "outbox")
+
+T = TypeVar("T")
+Checkpoint = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class Flow:
+    """What moved from one store to another: hosts, queued URLs, URL states."""
+
+    hosts: int = 0
+    queued: int = 0
+    urls: int = 0
+
+
+@dataclass
+class Resize:
+    """What a resize did: per (source, destination) flows, retired stores, time taken."""
+
+    old_procs: int | None
+    procs: int
+    flows: dict[tuple[int, int], Flow] = field(default_factory=dict)
+    outbox_batches: int = 0
+    retired: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def flow(self, source: int, dest: int) -> Flow:
+        return self.flows.setdefault((source, dest), Flow())
+
+    def total(self) -> Flow:
+        out = Flow()
+        for flow in self.flows.values():
+            out.hosts += flow.hosts
+            out.queued += flow.queued
+            out.urls += flow.urls
+        return out
+
+    def summary(self) -> str:
+        t = self.total()
+        return (
+            f"resized from {self.old_procs or '?'} to {self.procs} workers in "
+            f"{self.seconds:.1f}s: {t.hosts:,} hosts, {t.queued:,} queued URLs and {t.urls:,} "
+            f"URL states moved, {self.outbox_batches} outbox batches handed to the supervisor, "
+            f"{len(self.retired)} stores retired"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, for ``hive status``."""
+        t = self.total()
+        return {
+            "from": self.old_procs, "to": self.procs, "seconds": round(self.seconds, 3),
+            "hosts": t.hosts, "queued": t.queued, "urls": t.urls,
+            "moves": [
+                {"from": source, "to": dest, "hosts": f.hosts, "queued": f.queued, "urls": f.urls}
+                for (source, dest), f in sorted(self.flows.items())
+            ],
+            "outbox_batches": self.outbox_batches, "retired": list(self.retired),
+        }
+
+
+class Move(NamedTuple):
+    """A host to move: its hash, its destination store, and its size in records."""
+
+    host_hash: int
+    dest: int
+    size: int
+
+
+@dataclass(slots=True)
+class Tally:
+    """What one transaction moved: queue entries (back entries among them), URL states,
+    and the meta counters they change."""
+
+    queued: int = 0
+    back: int = 0
+    urls: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+def counters(state: bytes) -> tuple[str, ...]:
+    """The meta counters a URL in ``state`` is counted in (as hive verify checks them)."""
+    kind, text = state[:1], state[1:].decode("utf-8", "replace")
+    if kind == PENDING:
+        return ("frontier/admitted",)
+    if kind == DONE:
+        return ("frontier/admitted", f"frontier/done/{text}")
+    if kind == REFUSED:
+        return (f"frontier/refused/{text}",)
+    return ()
+
+
+def batches(
+    moves: Iterable[Move], max_hosts: int = BATCH_HOSTS, max_entries: int = BATCH_ENTRIES
+) -> Iterator[list[Move]]:
+    """Moves grouped by destination, in host-hash order, into batches of at most
+    ``max_hosts`` hosts and ``max_entries`` records (a larger host is a batch alone)."""
+    batch: list[Move] = []
+    size = 0
+    for move in sorted(moves, key=lambda m: (m.dest, m.host_hash)):
+        if batch and (
+            move.dest != batch[0].dest or len(batch) >= max_hosts
+            or size + move.size > max_entries
+        ):
+            yield batch
+            batch, size = [], 0
+        batch.append(move)
+        size += move.size
+    if batch:
+        yield batch
+
+
+def worker_ids(data_dir: Path) -> list[int]:
+    """The ids of the ``worker-NN`` stores under ``data_dir``, in order."""
+    return sorted(
+        int(m.group(1)) for d in data_dir.iterdir()
+        if (m := WORKER_DIR.fullmatch(d.name)) and d.is_dir()
+    )
+
+
+def record_ring(data_dir: Path, ring: Ring) -> None:
+    """Write ``ring`` (and its procs) into ``hive.json``, atomically."""
+    path = data_dir / "hive.json"
+    state = json.loads(path.read_text()) if path.exists() else {}
+    state.update(ring=ring.params, procs=ring.procs)
+    tmp = path.with_name("hive.json.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)
+
+
+def resize(
+    data_dir: Path, cfg: Config, procs: int, *, now: float | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Resize:
+    """Move every host to the store its owner has under the ring of ``procs`` workers,
+    retire the stores beyond it, then record the ring in ``hive.json``.
+
+    ``now`` is the time leased hosts wait their delay from (default: the clock).
+    ``checkpoint`` is called with ``"copied"`` after each commit at a destination and
+    ``"deleted"`` after each at a source: an exception it raises stops the move there,
+    as a crash would.
+    """
+    ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
+    path = data_dir / "hive.json"
+    previous = json.loads(path.read_text()).get("ring") if path.exists() else None
+    old = previous.get("procs") if isinstance(previous, dict) else None
+    result = Resize(old if isinstance(old, int) else None, procs)
+    started = time.monotonic()
+    log.info("resize: moving hosts from ring %s to %s", previous, ring.params)
+    mover = _Mover(data_dir, cfg, ring, time.time() if now is None else now,
+                   checkpoint or (lambda step: None), result)
+    try:
+        for worker_id in worker_ids(data_dir):
+            mover.move_out(worker_id)
+    finally:
+        mover.close()
+    record_ring(data_dir, ring)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class _Store:
+    """A worker store opened for the move: its lock, raw LMDB, one durable commit per step."""
+
+    def __init__(self, path: Path, map_size: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = Lock(path / "lock", f"the store {path.name}")
+        try:
+            self.env = lmdb.open(
+                str(path), map_size=map_size, max_dbs=len(DB_NAMES) + 2, readahead=False,
+                max_readers=256,
+            )
+            self.env.reader_check()
+            self.db = {name: self.env.open_db(name.encode()) for name in DB_NAMES}
+        except lmdb.Error as exc:
+            self.lock.release()
+            raise StoreError(f"cannot open store at {path}: {exc}") from exc
+
+    def read(self) -> Any:
+        """A read transaction (a context manager)."""
+        return self.env.begin()
+
+    def write(self, step: Callable[..., T], *args: Any) -> T:
+        """Run ``step(txn, dbs, *args)`` in one write transaction and commit it; a full map
+        is doubled and the step run again from the start (the aborted one left nothing)."""
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    result = step(txn, self.db, *args)
+            except lmdb.MapFullError:
+                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+                continue
+            except lmdb.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+            info = self.env.info()
+            if (info["last_pgno"] + 1) * self.env.stat()["psize"] * 2 > info["map_size"]:
+                self.env.set_mapsize(info["map_size"] * 2)
+            return result
+
+    def entries(self, name: str) -> int:
+        with self.env.begin() as txn:
+            return int(txn.stat(self.db[name])["entries"])
+
+    def close(self) -> None:
+        self.env.close()
+        self.lock.release()
+
+
+class _Mover:
+    def __init__(
+        self, data_dir: Path, cfg: Config, ring: Ring, now: float, checkpoint: Checkpoint,
+        result: Resize,
+    ) -> None:
+        self.data_dir = data_dir
+        self.cfg = cfg
+        self.ring = ring
+        self.now = now
+        self.checkpoint = checkpoint
+        self.result = result
+        self.min_delay = cfg.politeness.min_delay
+        self.stores: dict[int, _Store] = {}
+
+    def store(self, worker_id: int) -> _Store:
+        store = self.stores.get(worker_id)
+        if store is None:
+            path = self.data_dir / f"worker-{worker_id:02d}"
+            store = self.stores[worker_id] = _Store(path, self.cfg.frontier.map_size_mb << 20)
+        return store
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+
+    def move_out(self, worker_id: int) -> None:
+        """Move out of one store every host it does not own; retire it if beyond the ring."""
+        src = self.store(worker_id)
+        with src.read() as txn:
+            moves, front = scan(txn, src.db, worker_id, self.ring)
+        for batch in batches(moves):
+            dest = self.store(batch[0].dest)
+            with src.read() as txn:
+                dest.write(copy_hosts, txn, src.db, batch, front, self.now, self.min_delay)
+            self.checkpoint("copied")
+            tally = src.write(delete_hosts, batch, front)
+            self._count(worker_id, batch[0].dest, len(batch), tally)
+            self.checkpoint("deleted")
+        if worker_id >= self.ring.procs:
+            self._orphans(worker_id, src)
+            self._outbox(src)
+            self._retire(worker_id, src)
+        for (source, target), flow in sorted(self.result.flows.items()):
+            if source == worker_id:
+                log.info("resize: worker-%02d -> worker-%02d: %d hosts, %d queued URLs, "
+                         "%d URL states", source, target, flow.hosts, flow.queued, flow.urls)
+
+    def _count(self, source: int, dest: int, hosts: int, tally: Tally) -> None:
+        flow = self.result.flow(source, dest)
+        flow.hosts += hosts
+        flow.queued += tally.queued
+        flow.urls += tally.urls
+
+    def _orphans(self, worker_id: int, src: _Store) -> None:
+        """URL states left once every host has gone (refusals with no host record)."""
+        while True:
+            with src.read() as txn:
+                chunk = list(islice(txn.cursor(src.db["urls"]).iternext(), BATCH_ENTRIES))
+            if not chunk:
+                return
+            by_dest: dict[int, list[tuple[bytes, bytes]]] = {}
+            for key, value in chunk:
+                by_dest.setdefault(U64.unpack_from(key)[0] % self.ring.procs, []).append(
+                    (key, value)
+                )
+            for dest, items in sorted(by_dest.items()):
+                self.store(dest).write(copy_urls, items)
+                self.checkpoint("copied")
+            src.write(delete_urls, [key for key, _ in chunk])
+            for dest, items in by_dest.items():
+                self._count(worker_id, dest, 0, Tally(urls=len(items)))
+            self.checkpoint("deleted")
+
+    def _outbox(self, src: _Store) -> None:
+        """Hand the store's unacknowledged batches to the supervisor's outbox, once each."""
+        marker = f"resize/{src.path.name}/".encode()
+        hive = self.cfg.hive
+        store = Store(self.data_dir / "supervisor", sync_interval=0.0)
+        try:
+            outbox = Outbox(store, resend_after=hive.resend_after, max_tries=hive.max_tries)
+            while True:
+                with src.read() as txn:
+                    chunk = list(islice(txn.cursor(src.db["outbox"]).iternext(), OUTBOX_CHUNK))
+                if not chunk:
+                    break
+                for key, data in chunk:
+                    if store.get("meta", marker + key) is not None:
+                        continue
+                    try:
+                        records = Outbox.records(data)
+                    except ValueError as exc:
+                        raise HiveError(
+                            f"{src.path}: outbox batch {U64.unpack(key)[0]} is undecodable "
+                            f"({exc}); see hive verify"
+                        ) from exc
+                    outbox.put(records)
+                    store.put("meta", marker + key, b"")
+                    self.result.outbox_batches += 1
+                store.commit(self.now)
+                self.checkpoint("copied")
+                src.write(delete_keys, "outbox", [key for key, _ in chunk])
+                self.checkpoint("deleted")
+            cursor = store.cursor("meta")
+            done = [key for key, _ in _prefixed(cursor, marker)] if cursor.set_range(marker) else []
+            for key in done:
+                store.delete("meta", key)
+        except BaseException:
+            store.abandon()
+            raise
+        store.close(self.now)
+
+    def _retire(self, worker_id: int, src: _Store) -> None:
+        left = {name: n for name in DRAINED if (n := src.entries(name))}
+        if left:
+            raise HiveError(
+                f"{src.path} still holds {left} after moving every host out; it is not "
+                "retired: see hive verify"
+            )
+        src.close()
+        del self.stores[worker_id]
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = src.path.with_name(f"{src.path.name}.retired-{stamp}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = src.path.with_name(f"{src.path.name}.retired-{stamp}-{n}")
+        src.path.rename(target)
+        self.result.retired.append(target.name)
+        log.info("resize: worker-%02d is drained and retired as %s", worker_id, target.name)
+
+
+# -- the steps: pure functions of LMDB transactions -------------------------------------
+
+
+def scan(
+    txn: Any, db: dict[str, Any], worker_id: int, ring: Ring
+) -> tuple[list[Move], dict[int, bytearray]]:
+    """The hosts of a store that ``ring`` gives to another store, and their front keys
+    (9 bytes each, concatenated per host) from one pass over the front."""
+    sizes: dict[int, tuple[int, int]] = {}
+    for key, value in txn.cursor(db["hosts"]).iternext():
+        state = HostState.decode(value)
+        owner = ring.owner(state.host_key)
+        if owner != worker_id:
+            sizes[U64.unpack(key)[0]] = owner, 1 + state.queued + state.admitted
+    front: dict[int, bytearray] = {}
+    if sizes:
+        last_key, last_hash = "", 0
+        for key, value in txn.cursor(db["front"]).iternext():
+            hk = UrlRecord.host_key_of(value)
+            if hk != last_key:
+                last_key, last_hash = hk, host_hash(hk)
+            if last_hash in sizes:
+                front.setdefault(last_hash, bytearray()).extend(key)
+    moves = [
+        Move(hh, owner, size + len(front.get(hh, b"")) // LEVEL_SEQ.size)
+        for hh, (owner, size) in sizes.items()
+    ]
+    return moves, front
+
+
+def _queue(
+    txn: Any, db: dict[str, Any], prefix: bytes, fronts: bytes | bytearray
+) -> Iterator[tuple[int, int, bytes]]:
+    """A host's queued URLs, back and front merged: (level, seq, record) in that order."""
+
+    def back() -> Iterator[tuple[int, int, bytes]]:
+        cursor = txn.cursor(db["back"])
+        if cursor.set_range(prefix):
+            for key, value in cursor.iternext():
+                if key[:8] != prefix:
+                    return
+                _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+                yield level, seq, value
+
+    def front() -> Iterator[tuple[int, int, bytes]]:
+        for i in range(0, len(fronts), LEVEL_SEQ.size):
+            key = fronts[i : i + LEVEL_SEQ.size]
+            level, seq = LEVEL_SEQ.unpack(key)
+            yield level, seq, txn.get(bytes(key), db=db["front"])
+
+    return heapq.merge(back(), front())
+
+
+def _meta(txn: Any, db: dict[str, Any], tally: Tally, sign: int, seq: int | None) -> None:
+    """Apply a tally to the store's meta ``state`` (added, or taken away with sign -1)."""
+    raw = txn.get(b"state", db=db["meta"])
+    state: dict[str, Any] = json.loads(raw) if raw else {}
+    counts: dict[str, int] = state.setdefault("counts", {})
+    for name, n in tally.counts.items():
+        counts[name] = counts.get(name, 0) + sign * n
+    state["back_queued"] = state.get("back_queued", 0) + sign * tally.back
+    state["seq"] = max(state.get("seq", 0), seq or 0)
+    txn.put(b"state", json.dumps(state).encode(), db=db["meta"])
+
+
+def _seq(txn: Any, db: dict[str, Any]) -> int:
+    raw = txn.get(b"state", db=db["meta"])
+    seq = json.loads(raw).get("seq", 0) if raw else 0
+    return int(seq)
+
+
+def _put_urls(txn: Any, db: dict[str, Any], items: Iterable[tuple[bytes, bytes]], tally: Tally
+              ) -> None:
+    """Copy URL states, overwriting (so that a second copy changes no counter)."""
+    for key, value in items:
+        old = txn.replace(key, value, db=db["urls"])
+        tally.urls += 1
+        tally.counts.update(counters(value))
+        if old is not None:
+            tally.counts.subtract(counters(old))
+
+
+def copy_hosts(
+    txn: Any, db: dict[str, Any], src: Any, src_db: dict[str, Any], batch: list[Move],
+    front: dict[int, bytearray], now: float, min_delay: float,
+) -> Tally:
+    """Step 1 at the destination: copy each host of the batch it does not hold yet."""
+    tally = Tally()
+    seq = first = _seq(txn, db)
+    for move in batch:
+        hh = move.host_hash
+        prefix = U64.pack(hh)
+        if txn.get(prefix, db=db["hosts"]) is not None:
+            continue
+        state = HostState.decode(src.get(prefix, db=src_db["hosts"]))
+        if src.get(prefix, db=src_db["leases"]) is not None:
+            state.next_allowed = max(state.next_allowed, now + max(state.delay, min_delay))
+        queued = 0
+        for level, _, value in _queue(src, src_db, prefix, front.get(hh, b"")):
+            seq += 1
+            queued += 1
+            txn.put(back_key(hh, level, seq), value, db=db["back"])
+        state.queued = queued
+        state.parked_at = state.next_allowed if queued else -1.0
+        if queued:
+            txn.put(parked_key(state.parked_at, hh), b"", db=db["parked"])
+        txn.put(prefix, state.encode(), db=db["hosts"])
+        cursor = src.cursor(src_db["urls"])
+        if cursor.set_range(prefix):
+            _put_urls(txn, db, _prefixed(cursor, prefix), tally)
+        robots = src.get(state.host_key.encode(), db=src_db["robots"])
+        if robots is not None:
+            txn.put(state.host_key.encode(), robots, db=db["robots"])
+        tally.queued += queued
+        tally.back += queued
+    _meta(txn, db, tally, 1, seq if seq > first else None)
+    return tally
+
+
+def _prefixed(cursor: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The items from a positioned cursor while their keys start with ``prefix``."""
+    for key, value in cursor.iternext():
+        if key[: len(prefix)] != prefix:
+            return
+        yield key, value
+
+
+def _delete_prefix(cursor: Any, prefix: bytes) -> Iterator[bytes]:
+    """Delete every item whose key starts with ``prefix``, yielding each value."""
+    if not cursor.set_range(prefix):
+        return
+    while cursor.key()[: len(prefix)] == prefix:
+        yield cursor.value()
+        if not cursor.delete():
+            return
+
+
+def delete_hosts(txn: Any, db: dict[str, Any], batch: list[Move],
+                 front: dict[int, bytearray]) -> Tally:
+    """Step 2 at the source: delete the batch's hosts, every trace of them."""
+    tally = Tally()
+    for move in batch:
+        hh = move.host_hash
+        prefix = U64.pack(hh)
+        state = HostState.decode(txn.get(prefix, db=db["hosts"]))
+        tally.back += sum(1 for _ in _delete_prefix(txn.cursor(db["back"]), prefix))
+        for value in _delete_prefix(txn.cursor(db["urls"]), prefix):
+            tally.urls += 1
+            tally.counts.update(counters(value))
+        fronts = front.get(hh, b"")
+        for i in range(0, len(fronts), LEVEL_SEQ.size):
+            txn.delete(bytes(fronts[i : i + LEVEL_SEQ.size]), db=db["front"])
+        tally.queued += len(fronts) // LEVEL_SEQ.size
+        for name in ("hosts", "bound", "leases"):
+            txn.delete(prefix, db=db[name])
+        if state.parked_at >= 0:
+            txn.delete(parked_key(state.parked_at, hh), db=db["parked"])
+        txn.delete(state.host_key.encode(), db=db["robots"])
+    tally.queued += tally.back
+    _meta(txn, db, tally, -1, None)
+    return tally
+
+
+def copy_urls(txn: Any, db: dict[str, Any], items: list[tuple[bytes, bytes]]) -> Tally:
+    """Copy URL states that have no host record (overwriting: a second copy is a no-op)."""
+    tally = Tally()
+    _put_urls(txn, db, items, tally)
+    _meta(txn, db, tally, 1, None)
+    return tally
+
+
+def delete_urls(txn: Any, db: dict[str, Any], keys: list[bytes]) -> Tally:
+    tally = Tally()
+    for key in keys:
+        value = txn.pop(key, db=db["urls"])
+        if value is not None:
+            tally.urls += 1
+            tally.counts.update(counters(value))
+    _meta(txn, db, tally, -1, None)
+    return tally
+
+
+def delete_keys(txn: Any, db: dict[str, Any], name: str, keys: list[bytes]) -> None:
+    for key in keys:
+        txn.delete(key, db=db[name])
