@@ -42,13 +42,14 @@ class UrlRecord:
         self.hint = hint
 
     def encode(self) -> bytes:
+        depth, hops, attempts, hint = self.depth, self.hops, self.attempts, self.hint
         head = _HEAD.pack(
-            min(self.depth, MAX_DEPTH),
-            min(self.hops, MAX_SMALL),
-            min(self.attempts, MAX_SMALL),
-            min(self.hint, MAX_SMALL),
+            depth if depth < MAX_DEPTH else MAX_DEPTH,
+            hops if hops < MAX_SMALL else MAX_SMALL,
+            attempts if attempts < MAX_SMALL else MAX_SMALL,
+            hint if hint < MAX_SMALL else MAX_SMALL,
         )
-        return head + "\0".join((self.url, self.host_key, self.via)).encode("utf-8")
+        return head + f"{self.url}\0{self.host_key}\0{self.via}".encode()
 
     @classmethod
     def decode(cls, data: bytes) -> UrlRecord:
@@ -60,6 +61,14 @@ class UrlRecord:
         if len(parts) != 3 or not parts[0] or not parts[1]:
             raise ValueError("url record: expected url, host key and via")
         return cls(parts[0], parts[1], depth, parts[2], hops, attempts, hint)
+
+    @staticmethod
+    def host_key_of(data: bytes) -> str:
+        """The host key of a record's byte form, without decoding the rest of it."""
+        parts = data[_HEAD.size :].split(b"\0", 2)
+        if len(parts) != 3 or not parts[1]:
+            raise ValueError("url record: expected url, host key and via")
+        return parts[1].decode("utf-8")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, UrlRecord):

@@ -23,21 +23,25 @@ then end with that outcome.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+
+import lmdb
 
 from hive.config import Config, FrontierConfig
+from hive.errors import StoreError
 from hive.frontier.back import BackQueues
 from hive.frontier.front import FrontQueues
 from hive.frontier.heap import ReadyHeap
 from hive.frontier.hosts import HostState
 from hive.frontier.priority import Prioritizer, load_prioritizer
 from hive.frontier.seen import SeenSet
-from hive.frontier.store import U64, Store, url_key
+from hive.frontier.store import U64, URL_KEY, Store, url_key
 from hive.politeness import Politeness
 from hive.record import UrlRecord
 from hive.urls import fingerprint, host_hash
@@ -49,6 +53,23 @@ BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
     "frontier/parked", "frontier/recovered_leases",
 )
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_errors(
+    method: Callable[Concatenate[Frontier, P], R],
+) -> Callable[Concatenate[Frontier, P], R]:
+    """Report an LMDB failure as StoreError: the hot paths write to LMDB without a wrapper."""
+
+    @functools.wraps(method)
+    def wrapper(self: Frontier, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except lmdb.Error as exc:
+            raise StoreError(f"{self.store.path}: {exc}") from exc
+
+    return wrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +130,8 @@ class Frontier:
         self.front = FrontQueues(self.store, cfg.levels, cfg.level_ratio, self.rng)
         self.back = BackQueues(self.store)
         self.heap = ReadyHeap(cfg.aging)
+        self._leases_db = self.store.db["leases"]
+        self._done_counter: dict[str, str] = {}
         self.newly_bound: list[str] = []
         self.leased: dict[int, Lease] = {}
         self._dirty: set[int] = set()
@@ -135,6 +158,7 @@ class Frontier:
     def _count(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
+    @_store_errors
     def _recover(self, now: float) -> None:
         """After any stop: leased hosts wait a full delay from now; bound hosts become parked."""
         cursor = self.store.cursor("leases")
@@ -158,12 +182,9 @@ class Frontier:
                 self.back.save(hh, host)
         self.commit(now)
 
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
-
     # -- admission ---------------------------------------------------------------
 
+    @_store_errors
     def admit(self, records: Iterable[UrlRecord], now: float) -> int:
         """Admit new URLs (duplicates and refusals are counted); returns how many were new."""
         if self.store.due:
@@ -171,38 +192,46 @@ class Frontier:
         groups: dict[str, list[UrlRecord]] = {}
         for record in records:
             groups.setdefault(record.host_key, []).append(record)
-        admitted = 0
         max_depth, budget, levels = self.cfg.max_depth, self.cfg.max_urls_per_host, self.cfg.levels
+        add, prioritize, seq = self.seen.add, self.prioritize, self._seq
+        queued: list[tuple[int, int, bytes]] = []
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
             before = host.admitted
             for record in group:
-                key = url_key(hh, fingerprint(record.url))
-                reason = ""
-                if host.blocked:
-                    reason = host.blocked
-                elif record.depth > max_depth:
-                    reason = "depth"
-                elif budget and host.admitted >= budget:
-                    reason = "host_budget"
-                if reason:
-                    if self.seen.refuse(key, reason):
-                        self._count(f"frontier/refused/{reason}")
-                    else:
-                        self._count("frontier/duplicates")
+                key = URL_KEY.pack(hh, fingerprint(record.url))
+                if host.blocked or record.depth > max_depth or (budget and host.admitted >= budget):
+                    self._refuse(key, host, record)
                     continue
-                if not self.seen.add(key):
+                if not add(key):
                     self._count("frontier/duplicates")
                     continue
                 host.admitted += 1
-                level = min(max(int(self.prioritize(record, host)), 1), levels)
-                self.front.push(level, self._next_seq(), record.encode())
+                level = int(prioritize(record, host))
+                if not 1 <= level <= levels:
+                    level = 1 if level < 1 else levels
+                seq += 1
+                queued.append((level, seq, record.encode()))
             if host.admitted != before:
-                admitted += host.admitted - before
                 self._touch(hh, host)
-        self._count("frontier/admitted", admitted)
-        return admitted
+        self._seq = seq
+        self.front.extend(queued)
+        self._count("frontier/admitted", len(queued))
+        return len(queued)
+
+    def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
+        """Record a URL refused at admission (blocked host, too deep, over the host budget)."""
+        if host.blocked:
+            reason = host.blocked
+        elif record.depth > self.cfg.max_depth:
+            reason = "depth"
+        else:
+            reason = "host_budget"
+        if self.seen.refuse(key, reason):
+            self._count(f"frontier/refused/{reason}")
+        else:
+            self._count("frontier/duplicates")
 
     def _touch(self, hh: int, host: HostState) -> None:
         """Persist a host's state: bound hosts at the next commit, others now."""
@@ -222,8 +251,10 @@ class Frontier:
             self.threads, self._download_ema, self.cfg.min_bound_hosts, self.cfg.max_bound_hosts
         )
 
-    def _bind(self, hh: int, host: HostState, now: float) -> None:
-        self.back.bind(hh, host)
+    def _bind(
+        self, hh: int, host: HostState, now: float, head: tuple[bytes, bytes] | None = None
+    ) -> None:
+        self.back.bind(hh, host, head)
         self.heap.schedule(hh, host.next_allowed, now)
         self.newly_bound.append(host.host_key)
         self._dirty.add(hh)
@@ -235,7 +266,6 @@ class Frontier:
             self.back.park(hh, host)
         else:
             self.back.unbind(hh)
-            host.head_level = 0
         self.back.save(hh, host)
 
     def _refill(self, now: float) -> None:
@@ -249,13 +279,10 @@ class Frontier:
             if host is None:
                 raise AssertionError(f"parked host {first[1]:x} has no state")
             self._bind(first[1], host, now)
-            head = back.head(first[1])
-            host.head_level = head[0][8] if head else 1
-        draws = 0
-        while len(back.bound) < target and draws < self.cfg.draw_batch and len(self.front):
-            if self._draw(now, evict=False)[0] == "empty":
+        for _ in range(min(self.cfg.draw_batch, len(self.front))):
+            if len(back.bound) >= target:
                 break
-            draws += 1
+            self._draw(now, evict=False)
 
     def _draw(self, now: float, evict: bool) -> tuple[str, HostState | None]:
         """Move one URL from the front to its host's back queue.
@@ -268,23 +295,27 @@ class Frontier:
         if drawn is None:
             return "empty", None
         level, data = drawn
-        record = UrlRecord.decode(data)
-        hh = host_hash(record.host_key)
-        host = self.back.bound.get(hh)
+        hk = UrlRecord.host_key_of(data)
+        hh = host_hash(hk)
+        back = self.back
+        host = back.bound.get(hh)
         if host is not None:
-            self.back.append(hh, host, level, self._next_seq(), data)
+            self._seq += 1
+            back.append(hh, host, level, self._seq, data)
             self._dirty.add(hh)
             return "joined", host
-        host = self.back.host(hh) or HostState(record.host_key)
+        host = back.host(hh) or HostState(hk)
         if host.blocked:
-            self._finish(url_key(hh, fingerprint(record.url)), host.blocked)
+            self._finish(url_key(hh, fingerprint(UrlRecord.decode(data).url)), host.blocked)
             return "refused", None
-        self.back.append(hh, host, level, self._next_seq(), data)
-        if len(self.back.bound) < self._target or (evict and self._evict_for(host, now)):
-            self._bind(hh, host, now)
+        self._seq += 1
+        key = back.append(hh, host, level, self._seq, data)
+        if len(back.bound) < self._target or (evict and self._evict_for(host, now)):
+            # A host with nothing else queued has this URL for its head: no need to read it.
+            self._bind(hh, host, now, (key, data) if host.queued == 1 else None)
             return "bound", host
-        self.back.park(hh, host)
-        self.back.save(hh, host)
+        back.park(hh, host)
+        back.save(hh, host)
         return "parked", host
 
     def _evict_for(self, newcomer: HostState, now: float) -> bool:
@@ -312,37 +343,44 @@ class Frontier:
 
     def _finish(self, key: bytes, outcome: str) -> None:
         self.seen.finish(key, outcome)
-        self._count(f"frontier/done/{outcome}")
+        name = self._done_counter.get(outcome)
+        if name is None:
+            name = self._done_counter[outcome] = f"frontier/done/{outcome}"
+        self.counts[name] = self.counts.get(name, 0) + 1
 
     def _drain(self, hh: int, host: HostState) -> None:
         """End every queued URL of a blocked host with its block reason, then release it."""
-        while (head := self.back.head(hh)) is not None:
+        while (head := host.head) is not None:
             key, data = head
             self.back.remove(key, host)
             self._finish(url_key(hh, fingerprint(UrlRecord.decode(data).url)), host.blocked)
         self._release(hh, host, park=False)
 
     def _head_level(self, hh: int) -> int:
-        return self.back.bound[hh].head_level or 1
+        head = self.back.bound[hh].head
+        return head[0][8] if head is not None else 1
 
+    @_store_errors
     def pop_ready(self, now: float) -> Ready:
         """Lease the best ready host's head URL (or its robots.txt), or say when to ask again."""
-        if self.store.due:
+        store, heap = self.store, self.heap
+        if store.due:
             self.commit(now)
-        self._refill(now)
-        self.heap.promote(now, self._head_level)
+        if len(self.back.bound) < self._target:
+            self._refill(now)
+        heap.promote(now, self._head_level)
         while True:
-            hh = self.heap.pop()
+            hh = heap.pop()
             if hh is None:
                 if self._evict_and_bind(now):
-                    self.heap.promote(now, self._head_level)
+                    heap.promote(now, self._head_level)
                     continue
                 return Ready(None, self._wake_at(now))
             host = self.back.bound[hh]
             if host.blocked:
                 self._drain(hh, host)
                 continue
-            head = self.back.head(hh)
+            head = host.head
             if head is None:
                 self._release(hh, host, park=False)
                 continue
@@ -357,7 +395,8 @@ class Frontier:
                 lease = Lease(ROBOTS, hh, robots, b"")
             else:
                 lease = Lease(PAGE, hh, record, key)
-            self.store.put("leases", U64.pack(hh), lease.key)
+            store.txn.put(U64.pack(hh), lease.key, db=self._leases_db)
+            store.ops += 1
             self.leased[hh] = lease
             return Ready(lease, None)
 
@@ -395,15 +434,18 @@ class Frontier:
 
     # -- outcomes ------------------------------------------------------------------
 
+    @_store_errors
     def done(self, lease: Lease, outcome: Outcome, started: float, finished: float) -> None:
         """Apply a lease's outcome: the delay policy, the URL's state, the host's next turn."""
-        if self.store.due:
+        store, back = self.store, self.back
+        if store.due:
             self.commit(finished)
         hh = lease.host_hash
         if self.leased.pop(hh, None) is None:
             raise ValueError(f"done() for a lease that is not outstanding: {lease.record.url}")
-        self.store.delete("leases", U64.pack(hh))
-        host = self.back.bound[hh]
+        store.txn.delete(U64.pack(hh), db=self._leases_db)
+        store.ops += 1
+        host = back.bound[hh]
         kind = outcome.kind
         retry = kind in self.retryable
         if outcome.contacted:
@@ -419,24 +461,21 @@ class Frontier:
             self._robots_done(host, outcome, finished)
         elif retry and lease.record.attempts < self.cfg.max_retries:
             lease.record.attempts += 1
-            self.store.put("back", lease.key, lease.record.encode())
+            back.replace(lease.key, host, lease.record.encode())
             self._count("frontier/retried")
         else:
-            self.back.remove(lease.key, host)
-            self._finish(url_key(hh, fingerprint(lease.record.url)), kind)
+            back.remove(lease.key, host)
+            self._finish(URL_KEY.pack(hh, fingerprint(lease.record.url)), kind)
             if outcome.contacted:
                 host.fetched += 1
         self._dirty.add(hh)
-        head = self.back.head(hh)
-        if head is None:
+        if host.head is None:
             self._release(hh, host, park=False)
         elif host.next_allowed - finished > self.cfg.park_horizon:
             self._release(hh, host, park=True)
             self._count("frontier/parked")
         else:
-            host.head_level = head[0][8]
             self.heap.schedule(hh, host.next_allowed, finished)
-        self.heap.compact()
 
     def _robots_done(self, host: HostState, outcome: Outcome, finished: float) -> None:
         self._count(f"frontier/robots/{outcome.kind}")
@@ -459,6 +498,7 @@ class Frontier:
             host.robots_tries += 1
             host.blocked = outcome.kind
 
+    @_store_errors
     def block(self, host_key: str, reason: str, now: float) -> None:
         """Take a host out of the crawl: its queued URLs and every later one end with ``reason``."""
         hh = host_hash(host_key)
@@ -475,11 +515,13 @@ class Frontier:
     def pending(self) -> int:
         return len(self.front) + self.back.queued
 
+    @_store_errors
     def commit(self, now: float) -> None:
+        back = self.back
         for hh in self._dirty:
-            host = self.back.bound.get(hh)
+            host = back.bound.get(hh)
             if host is not None:
-                self.back.save(hh, host)
+                back.save(hh, host)
         self._dirty.clear()
         state = {"seq": self._seq, "counts": self.counts, "back_queued": self.back.queued}
         self.store.put("meta", b"state", json.dumps(state).encode())

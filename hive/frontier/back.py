@@ -7,6 +7,11 @@ other host with queued URLs is *parked*: its URLs and state stay on disk and an
 entry ``time|host`` in ``parked`` says when it is due. Memory is therefore
 bounded by b, never by the number of pending URLs. ``bound`` mirrors the slot
 table on disk so a restart can put every host back in play.
+
+A bound host carries its queue's head in memory (``HostState.head``): it is
+read once when the host binds and then kept up to date by every change to the
+queue, so leasing a URL reads nothing and finishing one reads its successor in
+the same cursor step that deletes it.
 """
 
 from __future__ import annotations
@@ -14,16 +19,22 @@ from __future__ import annotations
 import random
 
 from hive.frontier.hosts import HostState
-from hive.frontier.store import TIME_HOST, U64, Store, back_key, parked_key
+from hive.frontier.store import HOST_LEVEL_SEQ, TIME_HOST, U64, Store, parked_key
 
 
 class BackQueues:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._db = store.db["back"]
+        self._hosts_db = store.db["hosts"]
         self.bound: dict[int, HostState] = {}
         self._slots: list[int] = []
         self._slot_of: dict[int, int] = {}
         self.queued = 0
+        # The first ``parked`` key as (millis, host hash), or None when none is parked;
+        # read from disk only when unknown, so a turn does not open a cursor to learn it.
+        self._first_parked: tuple[int, int] | None = None
+        self._first_parked_known = False
 
     def host(self, host_hash: int) -> HostState | None:
         """A host's state: from the slot table when bound, else from disk."""
@@ -34,42 +45,71 @@ class BackQueues:
         return HostState.decode(data) if data is not None else None
 
     def save(self, host_hash: int, state: HostState) -> None:
-        self.store.put("hosts", U64.pack(host_hash), state.encode())
+        store = self.store
+        store.txn.put(U64.pack(host_hash), state.encode(), db=self._hosts_db)
+        store.ops += 1
 
-    def append(self, host_hash: int, state: HostState, level: int, seq: int, record: bytes) -> None:
-        self.store.put("back", back_key(host_hash, level, seq), record)
+    def append(
+        self, host_hash: int, state: HostState, level: int, seq: int, record: bytes
+    ) -> bytes:
+        """Queue a record for the host; returns its back key."""
+        key = HOST_LEVEL_SEQ.pack(host_hash, level, seq)
+        store = self.store
+        store.txn.put(key, record, db=self._db)
+        store.ops += 1
         state.queued += 1
         self.queued += 1
-        if state.head_level == 0 or level < state.head_level:
-            state.head_level = level
+        head = state.head
+        if head is not None and key < head[0]:
+            state.head = key, record
+        return key
 
-    def head(self, host_hash: int) -> tuple[bytes, bytes] | None:
-        """The host's best URL: (back key, record bytes), or None if its queue is empty."""
+    def read_head(self, host_hash: int) -> tuple[bytes, bytes] | None:
+        """The host's best URL read from disk: (back key, record bytes), or None if none."""
         prefix = U64.pack(host_hash)
-        cursor = self.store.cursor("back")
+        cursor = self.store.back_cursor
         if not cursor.set_range(prefix):
             return None
-        key = cursor.key()
+        key = bytes(cursor.key())
         if key[:8] != prefix:
             return None
-        return bytes(key), bytes(cursor.value())
+        return key, bytes(cursor.value())
 
     def remove(self, key: bytes, state: HostState) -> None:
-        self.store.delete("back", key)
+        """Delete a queued URL, advancing the host's head past it if it was the head."""
+        cursor = self.store.back_cursor
+        if not cursor.set_key(key):
+            raise AssertionError(f"back key {key.hex()} is not queued")
+        cursor.delete()
+        self.store.ops += 1
         state.queued -= 1
         self.queued -= 1
+        head = state.head
+        if head is not None and head[0] == key:
+            after = bytes(cursor.key())
+            state.head = (after, bytes(cursor.value())) if after[:8] == key[:8] else None
 
-    def bind(self, host_hash: int, state: HostState) -> None:
+    def replace(self, key: bytes, state: HostState, record: bytes) -> None:
+        """Rewrite a queued URL's record in place (a retry keeps its place in the queue)."""
+        store = self.store
+        store.txn.put(key, record, db=self._db)
+        store.ops += 1
+        head = state.head
+        if head is not None and head[0] == key:
+            state.head = key, record
+
+    def bind(self, host_hash: int, state: HostState, head: tuple[bytes, bytes] | None) -> None:
+        """Give the host a slot; ``head`` is its queue's head if known, else it is read."""
         if state.parked_at >= 0:
-            self.store.delete("parked", parked_key(state.parked_at, host_hash))
-            state.parked_at = -1.0
+            self._unpark(host_hash, state)
+        state.head = head if head is not None else self.read_head(host_hash)
         self.bound[host_hash] = state
         self._slot_of[host_hash] = len(self._slots)
         self._slots.append(host_hash)
         self.store.put("bound", U64.pack(host_hash), b"")
 
     def unbind(self, host_hash: int) -> None:
-        del self.bound[host_hash]
+        self.bound.pop(host_hash).head = None
         index = self._slot_of.pop(host_hash)
         last = self._slots.pop()
         if last != host_hash:
@@ -83,15 +123,29 @@ class BackQueues:
             self.unbind(host_hash)
         if state.parked_at < 0:
             state.parked_at = state.next_allowed
-            self.store.put("parked", parked_key(state.parked_at, host_hash), b"")
-        state.head_level = 0
+            key = parked_key(state.parked_at, host_hash)
+            self.store.put("parked", key, b"")
+            entry: tuple[int, int] = TIME_HOST.unpack(key)
+            first = self._first_parked
+            if self._first_parked_known and (first is None or entry < first):
+                self._first_parked = entry
+
+    def _unpark(self, host_hash: int, state: HostState) -> None:
+        key = parked_key(state.parked_at, host_hash)
+        self.store.delete("parked", key)
+        state.parked_at = -1.0
+        if self._first_parked == TIME_HOST.unpack(key):
+            self._first_parked_known = False
 
     def first_parked(self) -> tuple[float, int] | None:
         """The parked host due first: (time, host hash)."""
-        cursor = self.store.cursor("parked")
-        if not cursor.first():
+        if not self._first_parked_known:
+            cursor = self.store.cursor("parked")
+            self._first_parked = TIME_HOST.unpack(cursor.key()) if cursor.first() else None
+            self._first_parked_known = True
+        if self._first_parked is None:
             return None
-        millis, host_hash = TIME_HOST.unpack(cursor.key())
+        millis, host_hash = self._first_parked
         return millis / 1000.0, host_hash
 
     def sample(self, count: int, rng: random.Random) -> list[int]:

@@ -11,13 +11,18 @@ only their sizes are in memory.
 from __future__ import annotations
 
 import random
+from collections import Counter
+from operator import itemgetter
 
-from hive.frontier.store import Store, front_key
+from hive.frontier.store import LEVEL_SEQ, Store
+
+_LEVEL_PREFIX = [bytes([level]) for level in range(256)]
 
 
 class FrontQueues:
     def __init__(self, store: Store, levels: int, ratio: float, rng: random.Random) -> None:
         self.store = store
+        self._db = store.db["front"]
         self.levels = levels
         self.weights = [ratio ** i for i in range(levels)]
         self.rng = rng
@@ -49,11 +54,18 @@ class FrontQueues:
                 self._live.append((total, i + 1))
         self._total = sum(self.sizes)
 
-    def push(self, level: int, seq: int, record: bytes) -> None:
-        self.store.put("front", front_key(level, seq), record)
-        self.sizes[level - 1] += 1
-        self._total += 1
-        if self.sizes[level - 1] == 1:
+    def extend(self, entries: list[tuple[int, int, bytes]]) -> None:
+        """Append (level, seq, record bytes) entries to their levels, in one LMDB call."""
+        pack = LEVEL_SEQ.pack
+        store = self.store
+        store.front_cursor.putmulti([(pack(level, seq), record) for level, seq, record in entries])
+        store.ops += len(entries)
+        sizes = self.sizes
+        empty = sizes.count(0)
+        for level, count in Counter(map(itemgetter(0), entries)).items():
+            sizes[level - 1] += count
+        self._total += len(entries)
+        if sizes.count(0) != empty:
             self._reweigh()
 
     def choose(self) -> int | None:
@@ -72,14 +84,18 @@ class FrontQueues:
         level = self.choose()
         if level is None:
             return None
-        cursor = self.store.cursor("front")
-        if not cursor.set_range(bytes([level])) or cursor.key()[0] != level:
+        store = self.store
+        cursor = store.front_cursor
+        prefix = _LEVEL_PREFIX[level]
+        cursor.set_range(prefix)
+        key, value = cursor.item()
+        if key[:1] != prefix:
             raise AssertionError(f"front level {level} counted non-empty but has no keys")
-        value = bytes(cursor.value())
         cursor.delete()
-        self.store.ops += 1
-        self.sizes[level - 1] -= 1
+        store.ops += 1
+        sizes = self.sizes
+        sizes[level - 1] -= 1
         self._total -= 1
-        if not self.sizes[level - 1]:
+        if not sizes[level - 1]:
             self._reweigh()
-        return level, value
+        return level, bytes(value)

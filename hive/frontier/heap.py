@@ -38,7 +38,9 @@ class ReadyHeap:
         token = next(self._seq)
         self._token[host] = token
         self._where[host] = False
-        heapq.heappush(self._waiting, (when, token, host, max(when, now)))
+        heapq.heappush(self._waiting, (when, token, host, when if when > now else now))
+        if len(self._waiting) + len(self._ready) > 2 * len(self._token) + 64:
+            self.compact()
 
     def discard(self, host: int) -> None:
         """Forget a host (released, parked, or leased); its entries become stale."""
@@ -92,10 +94,9 @@ class ReadyHeap:
         return bool(ready)
 
     def compact(self) -> None:
-        """Drop stale entries once they outnumber live ones (bounds memory by live hosts)."""
-        live = len(self._token)
-        if len(self._waiting) + len(self._ready) > 2 * live + 64:
-            self._waiting = [e for e in self._waiting if self._token.get(e[2]) == e[1]]
-            self._ready = [e for e in self._ready if self._token.get(e[2]) == e[1]]
-            heapq.heapify(self._waiting)
-            heapq.heapify(self._ready)
+        """Drop stale entries. ``schedule``, the only way entries are added, calls it once
+        they outnumber live ones, so memory stays bounded by live hosts."""
+        self._waiting = [e for e in self._waiting if self._token.get(e[2]) == e[1]]
+        self._ready = [e for e in self._ready if self._token.get(e[2]) == e[1]]
+        heapq.heapify(self._waiting)
+        heapq.heapify(self._ready)

@@ -3,8 +3,9 @@
 Politeness (next-allowed time, last delay and download time, Crawl-delay,
 consecutive failures), robots.txt freshness and tries, a block reason (robots
 unreachable, Crawl-delay over the cap, an operator's ``deny``), counts, and
-where the host is parked. ``head_level`` is in memory only: the level of the
-best URL in its back queue while it is bound.
+where the host is parked. ``head`` is in memory only: while the host is bound,
+the back key and record bytes of the best URL in its queue (None when empty),
+so that neither a lease nor its outcome has to look the queue up again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class HostState:
     __slots__ = (
         "host_key", "next_allowed", "delay", "download_time", "crawl_delay", "robots_until",
         "admitted", "fetched", "queued", "failures", "parked_at", "robots_tries",
-        "blocked", "head_level",
+        "blocked", "head",
     )
 
     def __init__(self, host_key: str) -> None:
@@ -35,7 +36,7 @@ class HostState:
         self.parked_at = -1.0
         self.robots_tries = 0
         self.blocked = ""
-        self.head_level = 0
+        self.head: tuple[bytes, bytes] | None = None
 
     def encode(self) -> bytes:
         head = _FORMAT.pack(

@@ -15,17 +15,22 @@ from hive.frontier.store import DONE, PENDING, REFUSED, Store
 class SeenSet:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._db = store.db["urls"]
 
     def add(self, key: bytes) -> bool:
         """Record a new URL as pending; False if it was seen before."""
-        return self.store.put("urls", key, PENDING, overwrite=False)
+        store = self.store
+        store.ops += 1
+        return bool(store.txn.put(key, PENDING, overwrite=False, db=self._db))
 
     def refuse(self, key: bytes, reason: str) -> bool:
         """Record a new URL as refused; False if it was seen before."""
         return self.store.put("urls", key, REFUSED + reason.encode(), overwrite=False)
 
     def finish(self, key: bytes, outcome: str) -> None:
-        self.store.put("urls", key, DONE + outcome.encode())
+        store = self.store
+        store.txn.put(key, DONE + outcome.encode(), db=self._db)
+        store.ops += 1
 
     def state(self, key: bytes) -> bytes | None:
         return self.store.get("urls", key)

@@ -74,7 +74,14 @@ def parked_key(when: float, host_hash: int) -> bytes:
 
 
 class Store:
-    """One LMDB environment with hive's named databases and a held write transaction."""
+    """One LMDB environment with hive's named databases and a held write transaction.
+
+    ``ops`` counts write operations since the store was opened. The frontier's
+    hot paths write through ``txn``, ``front_cursor`` and ``back_cursor``
+    directly (a wrapper call per write costs about as much as the write), add
+    their writes to ``ops`` themselves and report LMDB errors as StoreError at
+    the Frontier's public methods; everyone else uses ``put`` and ``delete``.
+    """
 
     def __init__(
         self, path: Path, *, map_size_mb: int = 64, txn_max_ops: int = 50_000,
@@ -96,7 +103,14 @@ class Store:
         self.ops = 0
         self._last_sync = 0.0
         self.closed = False
+        self._begin()
+
+    def _begin(self) -> None:
+        """Open the next write transaction and the cursors the hot paths reuse within it."""
         self.txn: lmdb.Transaction = self.env.begin(write=True)
+        self.front_cursor: lmdb.Cursor = self.txn.cursor(self.db["front"])
+        self.back_cursor: lmdb.Cursor = self.txn.cursor(self.db["back"])
+        self._due_at = self.ops + self.txn_max_ops
 
     def cursor(self, name: str) -> lmdb.Cursor:
         return self.txn.cursor(self.db[name])
@@ -124,7 +138,7 @@ class Store:
     @property
     def due(self) -> bool:
         """True when the open transaction holds enough operations to commit early."""
-        return self.ops >= self.txn_max_ops
+        return self.ops >= self._due_at
 
     def commit(self, now: float) -> None:
         """Commit the turn's transaction, grow the map if needed, sync if due, begin anew."""
@@ -132,12 +146,11 @@ class Store:
             self.txn.commit()
         except lmdb.Error as exc:
             raise StoreError(f"{self.path}: commit failed: {exc}") from exc
-        self.ops = 0
         self._grow_if_needed()
         if now - self._last_sync >= self.sync_interval:
             self.env.sync(True)
             self._last_sync = now
-        self.txn = self.env.begin(write=True)
+        self._begin()
 
     def _grow_if_needed(self) -> None:
         info = self.env.info()
