@@ -192,13 +192,17 @@ class Worker:
                 continue
             dispatch.append(ready.lease)
         self.frontier.commit(now)
-        self.crawl_log.flush()
         for lease in dispatch:
             self.in_flight += 1
             self._jobs.put(lease)
         for host in self.frontier.newly_bound:
             self._prefetch.put(hostname(host))
         self.frontier.newly_bound.clear()
+        for record, outcome in self.frontier.ended:
+            self.crawl_log.write(now, outcome, record.url, via=record.via, depth=record.depth,
+                                 message=f"its host ended as {outcome}")
+        self.frontier.ended.clear()
+        self.crawl_log.flush()
         if not self._results.empty():
             return 0.0
         if self.in_flight < self.threads and wake_at is not None:

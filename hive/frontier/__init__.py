@@ -133,6 +133,7 @@ class Frontier:
         self._leases_db = self.store.db["leases"]
         self._done_counter: dict[str, str] = {}
         self.newly_bound: list[str] = []
+        self.ended: list[tuple[UrlRecord, str]] = []
         self.leased: dict[int, Lease] = {}
         self._dirty: set[int] = set()
         self._download_ema = 0.05
@@ -306,7 +307,7 @@ class Frontier:
             return "joined", host
         host = back.host(hh) or HostState(hk)
         if host.blocked:
-            self._finish(url_key(hh, fingerprint(UrlRecord.decode(data).url)), host.blocked)
+            self._end_unfetched(hh, UrlRecord.decode(data), host.blocked)
             return "refused", None
         self._seq += 1
         key = back.append(hh, host, level, self._seq, data)
@@ -353,8 +354,13 @@ class Frontier:
         while (head := host.head) is not None:
             key, data = head
             self.back.remove(key, host)
-            self._finish(url_key(hh, fingerprint(UrlRecord.decode(data).url)), host.blocked)
+            self._end_unfetched(hh, UrlRecord.decode(data), host.blocked)
         self._release(hh, host, park=False)
+
+    def _end_unfetched(self, hh: int, record: UrlRecord, outcome: str) -> None:
+        """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``."""
+        self._finish(url_key(hh, fingerprint(record.url)), outcome)
+        self.ended.append((record, outcome))
 
     def _head_level(self, hh: int) -> int:
         head = self.back.bound[hh].head

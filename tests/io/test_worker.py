@@ -10,10 +10,20 @@ from collections import Counter
 
 import pytest
 
+from hive.urls import canonicalize
 from hive.testweb import WebProcess, duplicates, politeness_violations
 from hive.worker import Worker
 from tests.conftest import crawl_config
 
+# Every non-public target a link could name, by address and by a name resolving there; the
+# guard refuses each before connecting (those on 127.0.0.1 would hit the tripwire).
+PRIVATE_URLS = [
+    "http://127.0.0.1/", "http://10.1.2.3/", "http://172.16.0.1/", "http://192.168.1.1/",
+    "http://169.254.169.254/latest/meta-data/", "http://0.0.0.0/", "http://[::1]/",
+    "http://[fe80::1]/", "http://[::ffff:127.0.0.1]/", "http://2130706433/", "http://0x7f.1/",
+    "http://0177.0.0.1/", "http://100.64.0.1/", "http://lan.web.test/", "http://cloud.web.test/",
+]
+PRIVATE_NAMES = [("lan.web.test", "10.0.0.1"), ("cloud.web.test", "169.254.169.254")]
 WARCIO = [sys.executable, "-c", "from warcio.cli import main; main()"]
 
 
@@ -21,9 +31,12 @@ WARCIO = [sys.executable, "-c", "from warcio.cli import main; main()"]
 def crawl(web_server: WebProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """Crawl the whole test web once with one worker; the tests below read the results."""
     directory = tmp_path_factory.mktemp("worker")
-    cfg = crawl_config(web_server, scope={"mode": "any"}, politeness={"min_delay": 0.1})
+    cfg = crawl_config(
+        web_server, scope={"mode": "any"}, politeness={"min_delay": 0.1},
+        dns={"resolve": [web_server.resolve, *(f"{name}={ip}" for name, ip in PRIVATE_NAMES)]},
+    )
     worker = Worker(cfg, directory / "store", warc_dir=directory / "warc", log_dir=directory)
-    worker.add(web_server.seeds(), time.time())
+    worker.add(web_server.seeds() + PRIVATE_URLS, time.time())
     finished = worker.run_until_idle(timeout=90)
     stats = worker.stats()
     worker.close()
@@ -75,6 +88,11 @@ def test_address_guard_nothing_reaches_the_tripwire(
 ) -> None:
     assert web_server.web.strays(crawl["requests"]) == []  # type: ignore[arg-type]
     refused = [e for e in crawl["log"] if e["outcome"] == "refused_address"]  # type: ignore[attr-defined]
+    refused_urls = {e["url"] for e in refused}
+    for url in PRIVATE_URLS:
+        canonical = canonicalize(url)
+        assert canonical in refused_urls or canonical.replace("/latest/meta-data/", "/robots.txt")\
+            in refused_urls, url
     assert len(refused) >= 5, (refused, {k: v for k, v in crawl["stats"].items() if "refused" in k})  # type: ignore[attr-defined]
 
 
