@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from hive.urls import canonicalize
 from hive.testweb import WebProcess, duplicates, politeness_violations
+from hive.urls import canonicalize
 from hive.worker import Worker
 from tests.conftest import crawl_config
 
