@@ -22,6 +22,9 @@ Policy:
 - **Loopback by default.** ``tcp://`` binds to 127.0.0.1 unless a host is
   given. Ports: splitter ``base``, supervisor ``base+1``, control ``base+2``,
   worker ``i`` ``base+3+i``.
+- **Never block, never linger.** :func:`push` gives every sender the same
+  PUSH socket: linger 0 (a stopping process does not wait on a dead peer) and
+  an explicit send high-water mark (senders use NOBLOCK and handle a full one).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import mmh3
+import zmq
 
 from hive.errors import HiveError
 from hive.ring import MAX_PROCS
 
+SEND_HWM = 1000
 SUN_PATH_MAX = 107
 RUN_BASE = Path("/tmp")
 LOOPBACK = "127.0.0.1"
@@ -184,3 +189,12 @@ class Endpoints:
         if self.run_dir is not None:
             return f"Endpoints(Path({str(self.run_dir)!r}))"
         return f"Endpoints.tcp({self.base_port}, {self.host!r})"
+
+
+def push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
+    """A PUSH socket connected to ``endpoint`` (linger 0, send high-water mark SEND_HWM)."""
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+    sock.connect(endpoint)
+    return sock

@@ -22,7 +22,7 @@ import zmq
 
 from hive import wire
 from hive.config import from_dict
-from hive.endpoints import Endpoints
+from hive.endpoints import Endpoints, push
 from hive.lifecycle import Runner, die_with_parent, setup_logging
 from hive.record import UrlRecord
 from hive.ring import Ring
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 SUPERVISOR = wire.SUPERVISOR_ORIGIN
 DRAIN_PER_TURN = 1000
-HWM = 1000
+RECEIVE_HWM = 10_000
 
 
 class Splitter:
@@ -52,21 +52,13 @@ class Splitter:
         self.ctx = zmq.Context()
         self.inbox = self.ctx.socket(zmq.PULL)
         self.inbox.setsockopt(zmq.LINGER, 0)
-        self.inbox.setsockopt(zmq.RCVHWM, HWM * 10)
+        self.inbox.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
         self.inbox.bind(self.endpoints.splitter)
         self.peers: dict[int, zmq.Socket[bytes]] = {}
         for worker in range(self.ring.procs):
-            self.peers[worker] = self._push(self.endpoints.worker(worker))
-        self.peers[SUPERVISOR] = self._push(self.endpoints.supervisor)
+            self.peers[worker] = push(self.ctx, self.endpoints.worker(worker))
+        self.peers[SUPERVISOR] = push(self.ctx, self.endpoints.supervisor)
         self.overflow: dict[int, deque[list[bytes]]] = {peer: deque() for peer in self.peers}
-
-    def _push(self, endpoint: str) -> zmq.Socket[bytes]:
-        assert self.ctx is not None
-        sock = self.ctx.socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, HWM)
-        sock.connect(endpoint)
-        return sock
 
     def send(self, peer: int, frames: list[bytes]) -> None:
         queue = self.overflow.get(peer)

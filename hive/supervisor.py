@@ -43,7 +43,7 @@ import zmq
 from hive import __version__, wire
 from hive.config import Config
 from hive.control import ControlServer
-from hive.endpoints import Endpoints, make_run_dir, run_dir_for
+from hive.endpoints import Endpoints, make_run_dir, push, run_dir_for
 from hive.errors import URLError
 from hive.frontier.store import Store
 from hive.lifecycle import Lock
@@ -137,8 +137,8 @@ class Supervisor:
         self.inbox = self.ctx.socket(zmq.PULL)
         self.inbox.setsockopt(zmq.LINGER, 0)
         self.inbox.bind(self.endpoints.supervisor)
-        self.splitter = self._push(self.endpoints.splitter)
-        self.commands = [self._push(self.endpoints.worker(i)) for i in range(self.procs)]
+        self.splitter = push(self.ctx, self.endpoints.splitter)
+        self.commands = [push(self.ctx, self.endpoints.worker(i)) for i in range(self.procs)]
         self.store = Store(self.data_dir / "supervisor", sync_interval=0.0)
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
                              max_tries=self.cfg.hive.max_tries)
@@ -171,13 +171,6 @@ class Supervisor:
         return lambda: spawn.Process(
             target=run_worker, name=f"hive-worker-{i:02d}",
             args=(cfg_data, str(self.data_dir), i, ends, parent))
-
-    def _push(self, endpoint: str) -> zmq.Socket[bytes]:
-        sock = self.ctx.socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.connect(endpoint)
-        return sock
 
     def _launch(self, child: Child) -> None:
         child.process = child.start()

@@ -25,7 +25,7 @@ import zmq
 
 from hive import wire
 from hive.config import Config, from_dict
-from hive.endpoints import Endpoints
+from hive.endpoints import Endpoints, push
 from hive.lifecycle import Lock, Runner, die_with_parent, raise_open_files, setup_logging
 from hive.outbox import Outbox, RecentLinks
 from hive.record import UrlRecord
@@ -58,8 +58,8 @@ class WorkerProcess:
         self.inbox = self.ctx.socket(zmq.PULL)
         self.inbox.setsockopt(zmq.LINGER, 0)
         self.inbox.bind(self.endpoints.worker(self.worker_id))
-        self.splitter = self._push(self.endpoints.splitter)
-        self.supervisor = self._push(self.endpoints.supervisor)
+        self.splitter = push(self.ctx, self.endpoints.splitter)
+        self.supervisor = push(self.ctx, self.endpoints.supervisor)
         self.recent = RecentLinks(self.cfg.hive.recent_links)
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,
@@ -75,13 +75,6 @@ class WorkerProcess:
         self.poller.register(self.worker.wake_fd, zmq.POLLIN)
         log.info("worker %d open: %d pending, %d batches in the outbox",
                  self.worker_id, self.worker.frontier.pending, len(self.outbox))
-
-    def _push(self, endpoint: str) -> zmq.Socket[bytes]:
-        sock = self.ctx.socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.connect(endpoint)
-        return sock
 
     def _links(self, records: list[UrlRecord], now: float) -> None:
         fresh = self.recent.fresh(records)
