@@ -87,12 +87,6 @@ class ReadyHeap:
         ready = sum(1 for r in self._where.values() if r)
         return ready, len(self._where) - ready
 
-    def has_ready(self) -> bool:
-        ready, token = self._ready, self._token
-        while ready and token.get(ready[0][2]) != ready[0][1]:
-            heapq.heappop(ready)
-        return bool(ready)
-
     def compact(self) -> None:
         """Drop stale entries. ``schedule``, the only way entries are added, calls it once
         they outnumber live ones, so memory stays bounded by live hosts."""

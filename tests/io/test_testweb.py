@@ -13,7 +13,7 @@ import sys
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -23,6 +23,7 @@ import pytest
 
 from hive import testweb
 from hive.testweb import Request, Web, WebServer, duplicates, politeness_violations, serve
+from tests.conftest import wait_for
 
 ADDRESS = "127.0.0.2"
 HREF = re.compile(r'href="([^"]*)"')
@@ -43,13 +44,6 @@ def fetch(
         with closing(conn.getresponse()) as response:
             body = response.read(amount) if amount is not None else response.read()
             return response.status, {k.lower(): v for k, v in response.getheaders()}, body
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def canonical(url: str) -> str:
