@@ -89,7 +89,8 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
     setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
     supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages)
     try:
-        Runner(supervisor, "supervisor", Progress(supervisor, quiet)).run()
+        if Runner(supervisor, "supervisor", Progress(supervisor, quiet)).run() != 0:
+            supervisor.failed = True
     except HiveError as exc:
         raise click.ClickException(str(exc)) from exc
     if not quiet:
@@ -125,6 +126,8 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
     totals = supervisor.totals()
     click.echo(f"hive stopped: {supervisor.ended}; {totals['frontier/done/ok']:.0f} pages, "
                f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
+    if supervisor.failed:
+        sys.exit(1)
 
 
 def _detach(data_dir: Path) -> None:

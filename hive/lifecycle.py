@@ -6,7 +6,8 @@ Every role (splitter, worker process, supervisor) has ``open()``,
 SIGINT/SIGTERM stops it warmly (intake stops, in-flight work finishes, state
 commits), a second stops it at once; an exception in one turn is logged and
 the loop goes on, except a StoreError (the disk is full or the store is
-broken), which stops the process cleanly with its message. ``faulthandler``
+broken), which stops the process cleanly with its message and exit code
+``STORE_FAILED``, so the supervisor stops the hive instead of restarting it. ``faulthandler``
 dumps every thread's stack on SIGUSR1.
 
 ``Lock`` is a flock on a file: one hive per data directory, one process per
@@ -36,6 +37,7 @@ from hive.errors import HiveError, StoreError
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+STORE_FAILED = 75
 
 
 class Role(Protocol):
@@ -155,7 +157,7 @@ class Runner:
                     wait = self.role.loop_once(time.time())
                 except StoreError as exc:
                     log.error("%s: stopping: %s", self.name, exc)
-                    code = 2
+                    code = STORE_FAILED
                     break
                 except Exception:
                     log.exception("%s: a turn failed; going on", self.name)
@@ -164,5 +166,12 @@ class Runner:
                     self.tick(time.time())
                 self.role.wait(wait)
         finally:
-            self.role.close()
+            try:
+                self.role.close()
+            except Exception:
+                # After a storage error, closing may fail on the same full disk: the
+                # exit code must still say why the process stopped.
+                log.exception("%s: close failed", self.name)
+                if code == 0:
+                    raise
         return code

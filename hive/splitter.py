@@ -136,4 +136,4 @@ def run_splitter(cfg_data: dict[str, Any], data_dir: str, endpoints: dict[str, A
     setup_logging(cfg.log.level, Path(data_dir) / "logs", "splitter")
     ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
     splitter = Splitter(Endpoints.from_dict(endpoints), ring, cfg.hive.overflow)
-    Runner(splitter, "splitter").run()
+    raise SystemExit(Runner(splitter, "splitter").run())

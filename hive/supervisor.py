@@ -46,7 +46,7 @@ from hive.control import ControlServer
 from hive.endpoints import Endpoints, make_run_dir, push, run_dir_for
 from hive.errors import URLError
 from hive.frontier.store import Store
-from hive.lifecycle import Lock
+from hive.lifecycle import STORE_FAILED, Lock
 from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.resize import Resize, resize
@@ -66,6 +66,7 @@ STOP_GRACE = 60.0
 @dataclass(slots=True)
 class Child:
     name: str
+    log: str
     start: Callable[[], BaseProcess]
     process: BaseProcess | None = None
     deaths: deque[float] = field(default_factory=deque)
@@ -101,6 +102,7 @@ class Supervisor:
         self.max_pages = max_pages
         self.stopping = False
         self.ended = ""
+        self.failed = False
         self.started = time.time()
         self.reports: dict[int, Report] = {i: Report() for i in range(procs)}
         self._round_marks: dict[int, int] = {}
@@ -149,11 +151,13 @@ class Supervisor:
         spawn = multiprocessing.get_context("spawn")
         cfg_data, parent = self.cfg.to_dict(), os.getpid()
         ends = self.endpoints.to_dict()
-        self.children = [Child("splitter", lambda: spawn.Process(
+        self.children = [Child("splitter", "splitter.log", lambda: spawn.Process(
             target=run_splitter, name="hive-splitter",
             args=(cfg_data, str(self.data_dir), ends, self.procs, parent)))]
         for i in range(self.procs):
-            self.children.append(Child(f"worker {i}", self._worker_starter(spawn, i)))
+            self.children.append(
+                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i))
+            )
         for child in self.children:
             self._launch(child)
         self.poller = zmq.Poller()
@@ -237,10 +241,11 @@ class Supervisor:
                           now=bool(request.get("now")))
         return {"stopping": True}
 
-    def request_stop(self, why: str, now: bool = False) -> None:
+    def request_stop(self, why: str, now: bool = False, failed: bool = False) -> None:
         if not self.stopping:
-            log.info("stopping: %s", why)
+            (log.error if failed else log.info)("stopping: %s", why)
             self.ended = self.ended or why
+            self.failed = failed
         self.stopping = True
         if now:
             for child in self.children:
@@ -381,6 +386,13 @@ class Supervisor:
             code = process.exitcode
             process.join(0)
             child.process = None
+            if code == STORE_FAILED:
+                self.request_stop(
+                    f"{child.name} stopped on a storage error (is the disk full?); see "
+                    f"{self.data_dir / 'logs' / child.log}; free space and start again to "
+                    "resume", failed=True,
+                )
+                continue
             if child.name.startswith("worker "):
                 worker = int(child.name.split()[1])
                 self.reports[worker] = Report()
@@ -391,7 +403,8 @@ class Supervisor:
             if len(child.deaths) > self.cfg.hive.max_restarts:
                 self.request_stop(
                     f"{child.name} died {len(child.deaths)} times in "
-                    f"{self.cfg.hive.restart_window:g}s (last exit code {code}); see DATA/logs"
+                    f"{self.cfg.hive.restart_window:g}s (last exit code {code}); see "
+                    f"{self.data_dir / 'logs' / child.log}", failed=True,
                 )
                 continue
             delay = self.cfg.hive.restart_backoff * 2 ** (len(child.deaths) - 1)

@@ -19,6 +19,7 @@ when its response finished arriving (``finished``), as the frontier applies it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import queue
@@ -35,7 +36,7 @@ from hive import __version__
 from hive.config import Config
 from hive.crawllog import CrawlLog
 from hive.dns import AddressGuard, DnsCache, Resolver
-from hive.errors import URLError
+from hive.errors import StoreError, URLError
 from hive.fetch import Fetcher, FetchResult
 from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
 from hive.parse import Scope, extract_links
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 LinkSink = Callable[[list[UrlRecord], float], None]
 ROBOTS_CACHE_ENTRIES = 50_000
 IDLE_WAIT = 0.5
+DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
 @dataclass(slots=True)
@@ -135,6 +137,7 @@ class Worker:
         self.counts: Counter[str] = Counter()
         self.in_flight = 0
         self.stopping = False
+        self.disk_error = ""
         self._jobs: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
         self._prefetch: queue.SimpleQueue[str | None] = queue.SimpleQueue()
@@ -179,7 +182,14 @@ class Worker:
         self.frontier.admit(links, now)
 
     def loop_once(self, now: float) -> float:
-        """One turn of the frontier thread; returns how long to wait for the next one."""
+        """One turn of the frontier thread; returns how long to wait for the next one.
+
+        A full disk (seen by a fetch thread writing WARC) stops the worker with a
+        StoreError before anything else is committed: a crawl must not go on
+        fetching pages it can no longer keep.
+        """
+        if self.disk_error:
+            raise StoreError(self.disk_error)
         self._apply_results(now)
         dispatch: list[Lease] = []
         wake_at: float | None = None
@@ -274,7 +284,7 @@ class Worker:
         """Warm stop: lease nothing more, let in-flight fetches finish and record them."""
         self.stopping = True
         deadline = time.monotonic() + timeout
-        while self.in_flight and time.monotonic() < deadline:
+        while self.in_flight and not self.disk_error and time.monotonic() < deadline:
             self.wait(self.loop_once(time.time()))
         self.frontier.commit(time.time())
 
@@ -315,6 +325,8 @@ class Worker:
             try:
                 fetched = self._fetch(lease, started)
             except Exception as exc:  # a bug must not kill the thread or lose the lease
+                if isinstance(exc, OSError) and exc.errno in DISK_ERRORS:
+                    self.disk_error = f"writing WARC: {exc}"
                 log.exception("fetch of %s failed", lease.record.url)
                 fetched = Fetched(
                     lease, Outcome("error", contacted=True), started, time.time(),

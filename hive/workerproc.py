@@ -179,5 +179,5 @@ def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
     setup_logging(cfg.log.level, Path(data_dir) / "logs", f"worker-{worker_id:02d}")
     log.info("open-file limit %d", raise_open_files())
     role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints))
-    Runner(role, f"worker {worker_id}").run()
+    raise SystemExit(Runner(role, f"worker {worker_id}").run())
 

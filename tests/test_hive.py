@@ -45,6 +45,7 @@ class Hive:
     """Drives ``hive`` commands for one data directory."""
 
     def __init__(self, tmp: Path, server: WebProcess, **sections: dict[str, Any]) -> None:
+        self.tmp = tmp
         self.data = tmp / "data"
         sections.setdefault("politeness", {}).setdefault("min_delay", DELAY)
         cfg = crawl_config(server, **sections)
@@ -60,7 +61,7 @@ class Hive:
     def start(self, procs: int, *extra: str) -> subprocess.Popen[str]:
         """``hive start`` in the background; its output goes to a file (a pipe could fill)."""
         self.runs += 1
-        out = (self.data.parent / f"start-{self.runs}.out").open("w")
+        out = (self.tmp / f"start-{self.runs}.out").open("w")
         process = subprocess.Popen(
             self.command("start", "--procs", str(procs), "--data", str(self.data),
                          "--seeds", str(self.seeds), "--quiet", *extra),
