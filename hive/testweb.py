@@ -756,7 +756,29 @@ class _HTTPServer(HTTPServer):
             self.shutdown_request(request)
 
 
-class WebServer:
+class _Served:
+    """What a served web answers about itself: its URLs on the port it listens on."""
+
+    web: Web
+    address: str
+    port: int
+
+    @property
+    def resolve(self) -> str:
+        """The ``dns.resolve`` entry sending every name of the web here."""
+        return f"*.{self.web.domain}={self.address}"
+
+    def url(self, host: str, path: str = "/") -> str:
+        return self.web.url(host, path, self.port)
+
+    def seeds(self) -> list[str]:
+        return self.web.seeds(self.port)
+
+    def in_scope_urls(self) -> set[str]:
+        return self.web.in_scope_urls(self.port)
+
+
+class WebServer(_Served):
     """A :class:`Web` served on a loopback address, with its request log; see :func:`serve`."""
 
     def __init__(
@@ -790,19 +812,6 @@ class WebServer:
         with self._site.lock:
             return list(self._site.records)
 
-    @property
-    def resolve(self) -> str:
-        """The ``dns.resolve`` entry sending every name of the web here."""
-        return f"*.{self.web.domain}={self.address}"
-
-    def url(self, host: str, path: str = "/") -> str:
-        return self.web.url(host, path, self.port)
-
-    def seeds(self) -> list[str]:
-        return self.web.seeds(self.port)
-
-    def in_scope_urls(self) -> set[str]:
-        return self.web.in_scope_urls(self.port)
 
     def disallowed_urls(self) -> set[str]:
         return self.web.disallowed_urls(self.port)
@@ -842,7 +851,7 @@ class WebServer:
         self.close()
 
 
-class WebProcess:
+class WebProcess(_Served):
     """A :class:`Web` served by ``python -m hive.testweb`` in a process of its own.
 
     What tests and benchmarks that measure politeness use: a server sharing the
@@ -875,18 +884,6 @@ class WebProcess:
     def requests(self) -> list[Request]:
         return load_log(self.log) if self.log.exists() else []
 
-    @property
-    def resolve(self) -> str:
-        return f"*.{self.web.domain}={self.address}"
-
-    def url(self, host: str, path: str = "/") -> str:
-        return self.web.url(host, path, self.port)
-
-    def seeds(self) -> list[str]:
-        return self.web.seeds(self.port)
-
-    def in_scope_urls(self) -> set[str]:
-        return self.web.in_scope_urls(self.port)
 
     def close(self) -> None:
         if self._process.poll() is None:
