@@ -108,7 +108,8 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
 @click.option("--allow-private", is_flag=True,
               help="Allow private, loopback and link-local addresses.")
 @click.option("--allow-net", multiple=True, metavar="CIDR", help="Allow one non-global network.")
-@click.option("--max-pages", type=click.IntRange(0), default=0, help="Stop after this many pages.")
+@click.option("--max-pages", type=click.IntRange(0), default=0,
+              help="Stop after this many pages (fetched by this start).")
 @click.option("--detach", is_flag=True,
               help="Return once the hive is up; it runs in the background.")
 @click.option("--quiet", is_flag=True, help="No progress line.")

@@ -37,6 +37,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+import lmdb
 import psutil
 import zmq
 
@@ -45,14 +46,14 @@ from hive.config import Config
 from hive.control import ControlServer
 from hive.endpoints import Endpoints, make_run_dir, push, run_dir_for
 from hive.errors import URLError
-from hive.frontier.store import Store
+from hive.frontier.store import DB_NAMES, Store
 from hive.lifecycle import STORE_FAILED, Lock
 from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.resize import Resize, resize
 from hive.splitter import run_splitter
 from hive.urls import canonicalize, host_key
-from hive.workerproc import run_worker
+from hive.workerproc import run_worker, worker_dir
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,24 @@ class Report:
     idle: bool = False
     time: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+def pages_done(store: Path) -> int:
+    """Pages a stopped worker's store has recorded as fetched (``frontier/done/ok``)."""
+    if not (store / "data.mdb").exists():
+        return 0
+    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
+    try:
+        with env.begin() as txn:
+            raw = txn.get(b"state", db=env.open_db(b"meta", txn=txn, create=False))
+    except lmdb.Error:
+        return 0
+    finally:
+        env.close()
+    if raw is None:
+        return 0
+    count = json.loads(raw).get("counts", {}).get("frontier/done/ok", 0)
+    return count if isinstance(count, int) else 0
 
 
 def read_state(data_dir: Path) -> dict[str, Any] | None:
@@ -112,6 +131,7 @@ class Supervisor:
         self._children_stopped = False
         self._stop_deadline = 0.0
         self._rates: deque[tuple[float, int]] = deque(maxlen=120)
+        self.pages_before = 0
         self.resized: Resize | None = None
 
     # -- open ------------------------------------------------------------------------
@@ -148,6 +168,7 @@ class Supervisor:
             added = self.add(self.seeds, time.time())
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
+        self.pages_before = sum(pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs))
         spawn = multiprocessing.get_context("spawn")
         cfg_data, parent = self.cfg.to_dict(), os.getpid()
         ends = self.endpoints.to_dict()
@@ -328,7 +349,7 @@ class Supervisor:
         if self.stopping:
             self._stop_children(now)
         else:
-            if self.max_pages and ok >= self.max_pages:
+            if self.max_pages and ok - self.pages_before >= self.max_pages:
                 self.request_stop(f"--max-pages {self.max_pages} reached")
             elif self._batch_ended():
                 self.request_stop("the batch ended: nothing pending or in flight anywhere")
