@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from hive.frontier.store import U64, Store
 from hive.record import UrlRecord
 from hive.urls import fingerprint
-from hive.wire import decode_records, encode_records
+from hive.wire import encode_records
 
 MAX_RESEND = 60.0
 
@@ -112,10 +112,6 @@ class Outbox:
         self.store.delete("outbox", key)
         del self.pending[seq]
         self.counts["outbox/quarantined"] += 1
-
-    @staticmethod
-    def records(data: bytes) -> list[UrlRecord]:
-        return decode_records(data)
 
 
 class RecentLinks:

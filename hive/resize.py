@@ -105,6 +105,7 @@ from hive.record import UrlRecord
 from hive.ring import Ring
 from hive.urls import host_hash
 from hive.verify import WORKER_DIR
+from hive.wire import decode_records
 
 log = logging.getLogger(__name__)
 
@@ -409,7 +410,7 @@ class _Mover:
                     if store.get("meta", marker + key) is not None:
                         continue
                     try:
-                        records = Outbox.records(data)
+                        records = decode_records(data)
                     except ValueError as exc:
                         raise HiveError(
                             f"{src.path}: outbox batch {U64.unpack(key)[0]} is undecodable "

@@ -36,6 +36,7 @@ from hive.ring import Ring
 from hive.testweb import Web, WebProcess
 from hive.urls import fingerprint, host_hash
 from hive.verify import verify_data_dir
+from hive.wire import decode_records
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.frontier.conftest import rec, small_config
 from tests.test_hive import Hive, check_crawl, finish
@@ -181,10 +182,10 @@ def snapshot(data: Path) -> Snapshot:
         snap.leased |= {states[key].host_key for key, _ in dbs["leases"]}
         snap.robots.update((key.decode(), (i, value)) for key, value in dbs["robots"])
         for _, batch in dbs["outbox"]:
-            snap.links.update(r.url for r in Outbox.records(batch))
+            snap.links.update(r.url for r in decode_records(batch))
     if (data / "supervisor").exists():
         for _, batch in read(data / "supervisor")["outbox"]:
-            snap.links.update(r.url for r in Outbox.records(batch))
+            snap.links.update(r.url for r in decode_records(batch))
     return snap
 
 
