@@ -9,18 +9,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hive import __version__
 from hive import config as config_mod
 from hive.config import Config
-from hive.control import ControlClient
-from hive.endpoints import Endpoints
 from hive.errors import ConfigError, ControlError, HiveError
-from hive.lifecycle import Runner, setup_logging
-from hive.supervisor import NOT_ERRORS, Supervisor, read_state
+from hive.lifecycle import read_state
+
+if TYPE_CHECKING:
+    from hive.control import ControlClient
+    from hive.supervisor import Supervisor
+
+# The crawl machinery is imported inside the commands that use it: the hive's
+# spawned processes import this module again as their __main__, and each should
+# pay only for the modules it runs.
 
 pass_config = click.make_pass_decorator(Config)
 DATA = click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -86,6 +91,9 @@ class Progress:
 
 def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
                    max_pages: int, quiet: bool) -> Supervisor:
+    from hive.lifecycle import Runner, setup_logging
+    from hive.supervisor import Supervisor
+
     setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
     supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages)
     try:
@@ -153,6 +161,9 @@ def _detach(data_dir: Path) -> None:
 
 
 def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
+    from hive.control import ControlClient
+    from hive.endpoints import Endpoints
+
     state = read_state(data_dir)
     pid = state.get("pid") if state else None
     if not state or not isinstance(pid, int) or not _alive(pid):
@@ -184,6 +195,8 @@ def _rate(hits: int, misses: int) -> str:
 
 
 def format_status(status: dict[str, Any]) -> str:
+    from hive.supervisor import NOT_ERRORS
+
     header = (f"{'role':<10}{'pid':>8}{'cpu%':>7}{'rss MB':>8}{'files':>6}{'pending':>9}"
               f"{'bound':>7}{'ready':>6}{'parked':>7}{'flight':>7}{'pages':>9}{'errors':>7}"
               f"{'outbox':>7}{'dns hit':>8}{'robots hit':>11}")

@@ -21,6 +21,7 @@ import ctypes
 import errno
 import faulthandler
 import fcntl
+import json
 import logging
 import os
 import resource
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
+from typing import Any, Protocol
 
 from hive.errors import HiveError, StoreError
 
@@ -175,3 +176,17 @@ class Runner:
                 if code == 0:
                     raise
         return code
+
+
+def worker_dir(data_dir: Path, worker_id: int) -> Path:
+    """Worker ``worker_id``'s directory in ``data_dir``: its LMDB store, WARC files and logs."""
+    return data_dir / f"worker-{worker_id:02d}"
+
+
+def read_state(data_dir: Path) -> dict[str, Any] | None:
+    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none."""
+    path = data_dir / "hive.json"
+    if not path.exists():
+        return None
+    state: dict[str, Any] = json.loads(path.read_text())
+    return state

@@ -99,7 +99,7 @@ from hive.frontier.store import (
     back_key,
     parked_key,
 )
-from hive.lifecycle import Lock
+from hive.lifecycle import Lock, worker_dir
 from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.ring import Ring
@@ -337,7 +337,7 @@ class _Mover:
     def store(self, worker_id: int) -> _Store:
         store = self.stores.get(worker_id)
         if store is None:
-            path = self.data_dir / f"worker-{worker_id:02d}"
+            path = worker_dir(self.data_dir, worker_id)
             store = self.stores[worker_id] = _Store(path, self.cfg.frontier.map_size_mb << 20)
         return store
 

@@ -47,13 +47,11 @@ from hive.control import ControlServer
 from hive.endpoints import Endpoints, make_run_dir, push, run_dir_for
 from hive.errors import URLError
 from hive.frontier.store import DB_NAMES, Store
-from hive.lifecycle import STORE_FAILED, Lock
+from hive.lifecycle import STORE_FAILED, Lock, read_state, worker_dir
 from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.resize import Resize, resize
-from hive.splitter import run_splitter
 from hive.urls import canonicalize, host_key
-from hive.workerproc import run_worker, worker_dir
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +97,6 @@ def pages_done(store: Path) -> int:
         return 0
     count = json.loads(raw).get("counts", {}).get("frontier/done/ok", 0)
     return count if isinstance(count, int) else 0
-
-
-def read_state(data_dir: Path) -> dict[str, Any] | None:
-    path = data_dir / "hive.json"
-    if not path.exists():
-        return None
-    state: dict[str, Any] = json.loads(path.read_text())
-    return state
 
 
 class Supervisor:
@@ -169,6 +159,8 @@ class Supervisor:
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
         self.pages_before = sum(pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs))
+        from hive.splitter import run_splitter  # imported here: only the children run them
+
         spawn = multiprocessing.get_context("spawn")
         cfg_data, parent = self.cfg.to_dict(), os.getpid()
         ends = self.endpoints.to_dict()
@@ -192,6 +184,8 @@ class Supervisor:
         return {"procs": self.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}
 
     def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
+        from hive.workerproc import run_worker
+
         cfg_data, parent, ends = self.cfg.to_dict(), os.getpid(), self.endpoints.to_dict()
         return lambda: spawn.Process(
             target=run_worker, name=f"hive-worker-{i:02d}",

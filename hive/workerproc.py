@@ -26,7 +26,14 @@ import zmq
 from hive import wire
 from hive.config import Config, from_dict
 from hive.endpoints import Endpoints, push
-from hive.lifecycle import Lock, Runner, die_with_parent, raise_open_files, setup_logging
+from hive.lifecycle import (
+    Lock,
+    Runner,
+    die_with_parent,
+    raise_open_files,
+    setup_logging,
+    worker_dir,
+)
 from hive.outbox import Outbox, RecentLinks
 from hive.record import UrlRecord
 from hive.worker import Worker
@@ -34,10 +41,6 @@ from hive.worker import Worker
 log = logging.getLogger(__name__)
 
 DRAIN_PER_TURN = 200
-
-
-def worker_dir(data_dir: Path, worker_id: int) -> Path:
-    return data_dir / f"worker-{worker_id:02d}"
 
 
 class WorkerProcess:
