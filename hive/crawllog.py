@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
 
 class CrawlLog:
     def __init__(self, directory: Path, name: str, max_bytes: int) -> None:
@@ -44,7 +46,7 @@ class CrawlLog:
         }
         if message:
             entry["msg"] = message
-        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        line = _ENCODER.encode(entry) + "\n"
         self._file.write(line)
         self._size += len(line)
         self.lines += 1

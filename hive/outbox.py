@@ -14,19 +14,17 @@ seen set), so a batch sent twice costs a lookup, not a duplicate fetch. A
 batch still unacknowledged after ``max_tries`` sends is a poison batch: it is
 moved to ``quarantine`` with its reason and counted, never resent forever.
 
-``RecentLinks`` is the small cache of fingerprints a sender keeps to drop links
-it sent a moment ago (a page repeats its neighbours' links) before they cost a
+``RecentLinks`` is the small cache of URLs a sender keeps to drop links it
+sent a moment ago (a page repeats its neighbours' links) before they cost a
 hop and an outbox write.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from hive.frontier.store import U64, Store
 from hive.record import UrlRecord
-from hive.urls import fingerprint
 from hive.wire import encode_records
 
 MAX_RESEND = 60.0
@@ -115,24 +113,32 @@ class Outbox:
 
 
 class RecentLinks:
-    """Fingerprints of the last ``size`` links sent; ``fresh`` drops the ones already there."""
+    """Links handed on a moment ago, by canonical URL (a page repeats its neighbours' links).
+
+    The fetch threads consult it before a link costs a scope check, a record, a
+    hop to the splitter and an outbox write. It remembers between ``size / 2``
+    and ``size`` URLs in two generations of sets: a hit in the old generation
+    moves to the young one, and a full young generation replaces the old one.
+    Every step is one set operation, atomic under the GIL, so fetch threads
+    share it without a lock; a race at worst lets a repeat through, and the
+    owner's seen set drops that.
+    """
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._seen: OrderedDict[int, None] = OrderedDict()
-        self.dropped = 0
+        self._half = max(1, size // 2)
+        self._young: set[str] = set()
+        self._old: set[str] = set()
 
-    def fresh(self, records: list[UrlRecord]) -> list[UrlRecord]:
-        out = []
-        seen = self._seen
-        for record in records:
-            fp = fingerprint(record.url)
-            if fp in seen:
-                seen.move_to_end(fp)
-                self.dropped += 1
-                continue
-            seen[fp] = None
-            out.append(record)
-        while len(seen) > self.size:
-            seen.popitem(last=False)
-        return out
+    def __contains__(self, url: str) -> bool:
+        if url in self._young:
+            return True
+        if url in self._old:
+            self._young.add(url)
+            return True
+        return False
+
+    def add(self, url: str) -> None:
+        young = self._young
+        young.add(url)
+        if len(young) >= self._half:
+            self._old, self._young = young, set()

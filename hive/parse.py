@@ -266,22 +266,21 @@ def registered_domain(host: str) -> str:
     return ".".join(host.rsplit(".", 2)[-2:])
 
 
-def _host(url: str) -> str:
-    """The host of a canonical URL, without its port."""
-    key = host_key(url)
+@functools.lru_cache(maxsize=16384)
+def _key_domain(key: str) -> str:
+    """The registered domain of a host key (its host without the port)."""
     if key.startswith("["):
         return key[: key.index("]") + 1]
-    return key.partition(":")[0]
+    return registered_domain(key.partition(":")[0])
 
 
-def _path_segments(url: str) -> list[str]:
-    """The non-empty path segments of a canonical URL."""
+def _path(url: str) -> str:
+    """The path of a canonical URL."""
     start = url.find("/", url.find("://") + 3)
     if start < 0:
-        return []
+        return ""
     end = url.find("?", start)
-    path = url[start:end] if end >= 0 else url[start:]
-    return [segment for segment in path.split("/") if segment]
+    return url[start:end] if end >= 0 else url[start:]
 
 
 def _compile(key: str, patterns: Sequence[str]) -> list[re.Pattern[str]]:
@@ -314,6 +313,7 @@ class Scope:
         self.max_url_length = max_url_length
         self.max_path_depth = max_path_depth
         self.max_segment_repeat = max_segment_repeat
+        self._slashes_to_check = min(max_path_depth + 1, max_segment_repeat)
 
     @classmethod
     def from_config(cls, cfg: ScopeConfig) -> Scope:
@@ -329,18 +329,29 @@ class Scope:
         """
         if len(url) > self.max_url_length:
             return "too_long"
-        segments = _path_segments(url)
-        if len(segments) > self.max_path_depth:
-            return "path_depth"
-        if segments and Counter(segments).most_common(1)[0][1] >= self.max_segment_repeat:
-            return "segment_repeat"
-        if any(pattern.search(url) for pattern in self.deny):
+        path = _path(url)
+        # A path has at most as many segments as slashes: most paths are too short
+        # for either check and skip the split.
+        if path.count("/") >= self._slashes_to_check:
+            segments = [segment for segment in path.split("/") if segment]
+            if len(segments) > self.max_path_depth:
+                return "path_depth"
+            if (
+                len(segments) >= self.max_segment_repeat
+                and len(set(segments)) < len(segments)
+                and Counter(segments).most_common(1)[0][1] >= self.max_segment_repeat
+            ):
+                return "segment_repeat"
+        if self.deny and any(pattern.search(url) for pattern in self.deny):
             return "deny"
         if self.allow and not any(pattern.search(url) for pattern in self.allow):
             return "not_allowed"
         if source_url is None or self.mode == "any":
             return None
+        host = host_key(url)
+        if host == host_key(source_url):
+            return None
         if self.mode == "host":
-            return None if host_key(url) == host_key(source_url) else "scope_host"
-        same = registered_domain(_host(url)) == registered_domain(_host(source_url))
+            return "scope_host"
+        same = _key_domain(host) == _key_domain(host_key(source_url))
         return None if same else "scope_domain"

@@ -93,7 +93,9 @@ _QUERY = rf"(\?[{_QUERY_CHARS}]*)?"
 # Fast path: shapes that are canonical as they stand, once hosts with empty or
 # long labels or that might be an IPv4 number, and paths holding "/." (maybe a
 # dot segment) are excluded.
-_FAST_ABSOLUTE = re.compile(rf"(https?://([a-z0-9_.-]+))(/[{_PATH_CHARS}]*)?{_QUERY}")
+_FAST_ABSOLUTE = re.compile(
+    rf"((https?)://([A-Za-z0-9_.-]+)(?::([1-9][0-9]{{0,4}}))?)(/[{_PATH_CHARS}]*)?{_QUERY}"
+)
 _FAST_ABSOLUTE_PATH = re.compile(rf"(/(?!/)[{_PATH_CHARS}]*){_QUERY}")
 _FAST_QUERY = re.compile(_QUERY)
 _FAST_RELATIVE_PATH = re.compile(rf"((?!\.)[{_PATH_CHARS.replace(':', '')}]+){_QUERY}")
@@ -157,15 +159,26 @@ def fingerprint(url: str) -> int:
 
 
 def _fast(url: str, base: str | None, max_length: int) -> str | None:
-    """Return the canonical form of the common already-clean shapes, else None."""
+    """Return the canonical form of the common already-clean shapes, else None.
+
+    Beside canonical absolute URLs these are an upper-case host, and against a
+    base: ``//host/path``, ``/path``, ``?query``, ``path``, ``./path`` and
+    ``../`` (repeated) ``path``.
+    """
     cut = url.find("#")
     head = url if cut < 0 else url[:cut]
     out: str | None = None
+    scheme_relative = base is not None and head.startswith("//")
+    if scheme_relative:
+        head = _base(base, max_length).scheme + ":" + head
     match = _FAST_ABSOLUTE.fullmatch(head)
     if match is not None:
-        host, path = match[2], match[3]
+        origin, host, port, path = match[1], match[3], match[4], match[5]
+        if not host.islower():
+            origin, host = origin.lower(), host.lower()
         if (
-            host[-1] == "."
+            (port is not None and (port == _DEFAULT_PORT[match[2]] or int(port) > 65535))
+            or host[-1] == "."
             or host[0] == "."
             or ".." in host
             or host[host.rfind(".") + 1] in _DIGITS
@@ -173,10 +186,10 @@ def _fast(url: str, base: str | None, max_length: int) -> str | None:
         ):
             return None
         if path is None:
-            out = f"{match[1]}/{match[4] or ''}"
+            out = f"{origin}/{match[6] or ''}"
         elif "/." not in path:
-            out = head
-    elif base is not None:
+            out = origin + head[len(origin) :]
+    elif base is not None and not scheme_relative:
         if not head:
             out = _base(base, max_length).url
         elif head[0] == "/":
@@ -188,10 +201,20 @@ def _fast(url: str, base: str | None, max_length: int) -> str | None:
                 parts = _base(base, max_length)
                 out = parts.origin + parts.path + head
         else:
-            match = _FAST_RELATIVE_PATH.fullmatch(head)
-            if match is not None and "/." not in match[1]:
-                parts = _base(base, max_length)
-                out = parts.origin + parts.directory + head
+            parts = _base(base, max_length)
+            directory = parts.directory
+            while head.startswith("../"):
+                head = head[3:]
+                if directory != "/":
+                    directory = directory[: directory.rfind("/", 0, -1) + 1]
+            if head.startswith("./"):
+                head = head[2:]
+            if not head:
+                out = parts.origin + directory
+            else:
+                match = _FAST_RELATIVE_PATH.fullmatch(head)
+                if match is not None and "/." not in match[1]:
+                    out = parts.origin + directory + head
     if out is not None and len(out) > max_length:
         raise _Refusal("too_long", f"longer than {max_length}")
     return out

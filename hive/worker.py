@@ -39,6 +39,7 @@ from hive.dns import AddressGuard, DnsCache, Resolver
 from hive.errors import StoreError, URLError
 from hive.fetch import Fetcher, FetchResult
 from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.outbox import RecentLinks
 from hive.parse import Scope, extract_links
 from hive.record import UrlRecord
 from hive.robots import RobotsCache, RobotsPolicy, RobotsRules
@@ -65,6 +66,7 @@ class Fetched:
     message: str = ""
     links: list[UrlRecord] = field(default_factory=list)
     refused_links: Counter[str] = field(default_factory=Counter)
+    recent_links: int = 0
     rules: RobotsRules | None = None
 
 
@@ -123,6 +125,7 @@ class Worker:
         )
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
+        self.recent = RecentLinks(cfg.hive.recent_links)
         name = f"{worker_id:02d}"
         self.warc = (
             WarcWriter.from_config(
@@ -243,6 +246,7 @@ class Worker:
             for reason, n in fetched.refused_links.items():
                 self.counts[f"links/refused/{reason}"] += n
             self.counts["links/found"] += len(fetched.links)
+            self.counts["links/recent_dropped"] += fetched.recent_links
 
     def _record(self, fetched: Fetched, now: float) -> None:
         lease, outcome = fetched.lease, fetched.outcome
@@ -401,12 +405,21 @@ class Worker:
         return fetched
 
     def _follow(self, fetched: Fetched, urls: list[str], depth: int, hops: int) -> None:
-        source = fetched.lease.record.url
+        """Keep the links in scope that were not handed on a moment ago.
+
+        A link joins ``recent`` only once in scope: scope depends on the page a
+        link is found on, so one refused here may be followed from another page.
+        """
+        source, recent = fetched.lease.record.url, self.recent
         for url in urls:
+            if url in recent:
+                fetched.recent_links += 1
+                continue
             reason = self.scope.check(url, source)
             if reason is not None:
                 fetched.refused_links[reason] += 1
                 continue
+            recent.add(url)
             fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))
 
     def _fetch_robots(self, lease: Lease, address: str, started: float) -> Fetched:

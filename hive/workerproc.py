@@ -34,7 +34,7 @@ from hive.lifecycle import (
     setup_logging,
     worker_dir,
 )
-from hive.outbox import Outbox, RecentLinks
+from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.worker import Worker
 
@@ -63,7 +63,6 @@ class WorkerProcess:
         self.inbox.bind(self.endpoints.worker(self.worker_id))
         self.splitter = push(self.ctx, self.endpoints.splitter)
         self.supervisor = push(self.ctx, self.endpoints.supervisor)
-        self.recent = RecentLinks(self.cfg.hive.recent_links)
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,
             warc_dir=self.data_dir / "warc", log_dir=self.data_dir / "logs",
@@ -80,9 +79,8 @@ class WorkerProcess:
                  self.worker_id, self.worker.frontier.pending, len(self.outbox))
 
     def _links(self, records: list[UrlRecord], now: float) -> None:
-        fresh = self.recent.fresh(records)
-        if fresh:
-            self.outbox.put(fresh)
+        """Keep a finished page's links in the outbox (one batch), to go to the splitter."""
+        self.outbox.put(records)
 
     def _handle(self, frames: list[bytes], now: float, acks: list[list[bytes]]) -> None:
         try:
@@ -149,7 +147,7 @@ class WorkerProcess:
         stats.update(self.outbox.counts)
         self.reports += 1
         stats.update({
-            "outbox/size": len(self.outbox), "links/recent_dropped": self.recent.dropped,
+            "outbox/size": len(self.outbox),
             "hive/idle": self.worker.idle and not len(self.outbox), "hive/report": self.reports,
             "hive/time": now,
         })

@@ -523,6 +523,9 @@ class Frontier:
 
     @_store_errors
     def commit(self, now: float) -> None:
+        if not self._dirty and not self.store.changed:
+            self.store.sync_if_due(now)
+            return
         back = self.back
         for hh in self._dirty:
             host = back.bound.get(hh)

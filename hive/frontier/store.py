@@ -24,12 +24,14 @@ or back; a leased one is the back key named in ``leases``. Keys of one host
 share the host-hash prefix, so a host's URLs and fingerprints move together.
 
 Writes go to one long write transaction that the owner commits once per loop
-turn (group commit), or earlier when it holds ``txn_max_ops`` operations. The
+turn (group commit), or earlier when it holds ``txn_max_ops`` operations; a
+turn that wrote nothing commits nothing. Every write counts in ``ops`` (writes
+through a raw cursor add to it by hand), which is how ``changed`` knows. The
 environment is opened without fsync on commit and synced every
 ``sync_interval`` seconds: a killed process loses nothing it committed (the
 pages are in the OS page cache); a power loss can cost the last interval.
-The map doubles whenever it is half full, between transactions, as LMDB
-requires.
+The map doubles whenever it is half full, looked at every ``GROW_CHECK_OPS``
+writes, between transactions, as LMDB requires.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import lmdb
 
 from hive.errors import StoreError
 
+GROW_CHECK_OPS = 1024
 DB_NAMES = (
     "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
     "quarantine",
@@ -101,7 +104,10 @@ class Store:
         self.txn_max_ops = txn_max_ops
         self.sync_interval = sync_interval
         self.ops = 0
+        self._page_size: int = self.env.stat()["psize"]
+        self._grow_checked = -GROW_CHECK_OPS
         self._last_sync = 0.0
+        self._unsynced = False
         self.closed = False
         self._begin()
 
@@ -111,6 +117,7 @@ class Store:
         self.front_cursor: lmdb.Cursor = self.txn.cursor(self.db["front"])
         self.back_cursor: lmdb.Cursor = self.txn.cursor(self.db["back"])
         self._due_at = self.ops + self.txn_max_ops
+        self._ops_at_begin = self.ops
 
     def cursor(self, name: str) -> lmdb.Cursor:
         return self.txn.cursor(self.db[name])
@@ -140,6 +147,11 @@ class Store:
         """True when the open transaction holds enough operations to commit early."""
         return self.ops >= self._due_at
 
+    @property
+    def changed(self) -> bool:
+        """True when the open transaction has written through this store (``ops`` moved)."""
+        return self.ops != self._ops_at_begin
+
     def commit(self, now: float) -> None:
         """Commit the turn's transaction, grow the map if needed, sync if due, begin anew."""
         try:
@@ -147,14 +159,26 @@ class Store:
         except lmdb.Error as exc:
             raise StoreError(f"{self.path}: commit failed: {exc}") from exc
         self._grow_if_needed()
-        if now - self._last_sync >= self.sync_interval:
-            self.env.sync(True)
-            self._last_sync = now
+        self._unsynced = True
+        self.sync_if_due(now)
         self._begin()
 
+    def sync_if_due(self, now: float) -> None:
+        """Flush committed transactions to disk if ``sync_interval`` has passed since the last."""
+        if self._unsynced and now - self._last_sync >= self.sync_interval:
+            self.env.sync(True)
+            self._last_sync = now
+            self._unsynced = False
+
     def _grow_if_needed(self) -> None:
+        """Double the map once half of it is used, looking at most every GROW_CHECK_OPS
+        writes (a look costs two LMDB stat calls; the half left free dwarfs what
+        that many writes can take)."""
+        if self.ops < self._grow_checked + GROW_CHECK_OPS:
+            return
+        self._grow_checked = self.ops
         info = self.env.info()
-        used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
+        used = (info["last_pgno"] + 1) * self._page_size
         if used * 2 > info["map_size"]:
             self.env.set_mapsize(info["map_size"] * 2)
 

@@ -60,10 +60,22 @@ def test_reopen_sends_everything_again(tmp_path: Path) -> None:
     store.close(0.0)
 
 
-def test_recent_links_drop_repeats() -> None:
-    recent = RecentLinks(3)
-    batch = records(3)
-    assert recent.fresh(batch + batch[:1]) == batch
-    assert recent.fresh(records(5)[3:]) == records(5)[3:]
-    assert recent.fresh(batch[:1]) == [], "still remembered: touched last"
-    assert recent.dropped == 2
+def test_recent_links_remember_between_half_and_all_of_their_size() -> None:
+    urls = [f"http://a.test/{i}" for i in range(6)]
+    recent = RecentLinks(4)
+    for url in urls:
+        recent.add(url)
+    assert not any(url in recent for url in urls[:4]), "forgotten after two generations"
+    assert all(url in recent for url in urls[4:]), "the last size / 2 are always there"
+
+
+def test_recent_links_keep_what_is_touched() -> None:
+    urls = [f"http://a.test/{i}" for i in range(4)]
+    recent = RecentLinks(4)
+    recent.add(urls[0])
+    recent.add(urls[1])
+    assert urls[0] in recent, "a hit in the old generation moves it to the young one"
+    recent.add(urls[2])
+    recent.add(urls[3])
+    assert urls[0] in recent
+    assert urls[1] not in recent

@@ -339,6 +339,15 @@ def test_hashes_are_unsigned_64_bit_mmh3() -> None:
         ("b.html?q", "http://example.com/d/e.html"),
         ("?q=1", "http://example.com/d/e.html"),
         ("#top", "http://example.com/d/e.html"),
+        ("http://Example.COM/a", None),
+        ("http://example.com:8080/a?q", None),
+        ("https://example.com:80", None),
+        ("//other.example.com/a?q", "https://example.com/d/e.html"),
+        ("../a/b.html", "http://example.com/d/f/e.html"),
+        ("../../../a.html", "http://example.com/d/e.html"),
+        ("./a.html", "http://example.com/d/e.html"),
+        ("./", "http://example.com/d/e.html"),
+        ("../", "http://example.com/d/e.html"),
     ],
 )
 def test_common_shapes_take_the_fast_path(url: str, base: str | None) -> None:
@@ -356,21 +365,22 @@ PIECES = st.sampled_from([*PIECE_WORDS.split(), " ", "\t", "\n", "\x00"])
 URLISH = st.lists(st.one_of(PIECES, st.text(max_size=3)), max_size=12).map("".join)
 BASES = st.sampled_from([None, "http://a.com/b/c?d", "https://x.org", "HTTP://H/p/../q/"])
 
-LABEL = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
+LABEL = st.text("abcdefghijklmnopqrstuvwxyzAZ0123456789-_", min_size=1, max_size=12)
 SEGMENT = st.text("abcXYZ019-._~!$&'()*+,;=:@", max_size=8)
 QUERY = st.text("abcXYZ019-._~!$&()*+,;=:@/?", max_size=12)
 CANONICAL_LOOKING = st.builds(
-    lambda scheme, labels, segments, query: (
-        f"{scheme}://{'.'.join(labels)}/{'/'.join(segments)}{query}"
+    lambda scheme, labels, port, segments, query: (
+        f"{scheme}://{'.'.join(labels)}{port}/{'/'.join(segments)}{query}"
     ),
     st.sampled_from(["http", "https"]),
     st.lists(LABEL, min_size=1, max_size=4),
+    st.sampled_from(["", ":80", ":443", ":8080", ":080", ":65535", ":65536", ":99999", ":0"]),
     st.lists(SEGMENT, max_size=4),
     st.one_of(st.just(""), QUERY.map(lambda q: "?" + q)),
 )
 RELATIVE_LOOKING = st.builds(
     lambda lead, segments, query: lead + "/".join(segments) + query,
-    st.sampled_from(["", "/", "?", "#"]),
+    st.sampled_from(["", "/", "?", "#", "//", "//h.", "./", "../", "../../", "./../", ".././"]),
     st.lists(SEGMENT, max_size=4),
     st.one_of(st.just(""), QUERY.map(lambda q: "?" + q)),
 )
@@ -408,7 +418,8 @@ def test_fast_and_slow_paths_agree_on_absolute_urls(url: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     RELATIVE_LOOKING,
-    st.sampled_from(["http://a.com/b/c.html?d", "https://x.org/", "http://h/p/q/"]),
+    st.sampled_from(["http://a.com/b/c.html?d", "https://x.org/", "http://h/p/q/",
+                     "http://h/p/q/r/s?t"]),
 )
 def test_fast_and_slow_paths_agree_on_relative_urls(ref: str, base: str) -> None:
     slow = _outcome(urls._slow, ref, base)
