@@ -161,6 +161,7 @@ def _detach(data_dir: Path) -> None:
 
 
 def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
+    """A client for the hive running on ``data_dir``, with its CURVE keys if it uses them."""
     from hive.control import ControlClient
     from hive.endpoints import Endpoints
 
@@ -169,7 +170,11 @@ def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
     if not state or not isinstance(pid, int) or not _alive(pid):
         click.echo(f"no hive is running on {data_dir}", err=True)
         sys.exit(1)
-    return ControlClient(Endpoints.from_dict(state["endpoints"]).control, timeout)
+    endpoints = Endpoints.from_dict(state["endpoints"])
+    try:
+        return ControlClient(endpoints.control, timeout, curve_dir=endpoints.keys)
+    except HiveError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _alive(pid: int) -> bool:

@@ -129,6 +129,7 @@ class HiveConfig:
     transport: str
     tcp_host: str
     tcp_port: int
+    curve: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +163,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "scope.mode": ("host", "domain", "any"),
     "log.level": ("debug", "info", "warning", "error"),
     "hive.transport": ("ipc", "tcp"),
+    "hive.curve": ("auto", "always"),
 }
 MINIMUM_ONE = {
     "frontier.levels", "frontier.max_bound_hosts", "frontier.min_bound_hosts",

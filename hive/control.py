@@ -23,35 +23,33 @@ next one. Every failure — an error answer, a garbled answer or no answer withi
 the timeout — raises :class:`hive.errors.ControlError`.
 
 Security: ``ipc://``, ``inproc://`` and loopback ``tcp://`` endpoints are
-trusted as local. Any other endpoint is refused unless CURVE is enabled with a
-key directory from :func:`make_keys`; the server then encrypts and a ZAP
-authenticator admits only the client public keys in ``<dir>/clients``.
+trusted as local (:func:`hive.endpoints.is_local`). The server refuses any
+other endpoint unless it is given the process's :class:`hive.curve.Curve`; it
+is then a CURVE server behind that process's ZAP authenticator, which admits
+only the hive's client keys, and the client must be given the hive's key
+directory (``curve_dir``) to be let in. A peer without them is never answered:
+its request never reaches a handler.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import zmq
-import zmq.auth
-import zmq.auth.thread
 
+from hive.curve import ClientKeys, Curve
+from hive.endpoints import is_local, use_ipv6
 from hive.errors import ControlError
 
 __all__ = [
     "ControlClient",
-    "ControlKeys",
     "ControlServer",
     "Handler",
-    "is_local",
-    "make_keys",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,93 +57,12 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any]], object]
 """Takes the whole request object (``cmd`` included); its return value is the result."""
 
-SERVER_NAME = "server"
-CLIENT_NAME = "client"
-CLIENTS_SUBDIR = "clients"
-
 # Peer-supplied text echoed in an error reply or a log line is cut to this length.
 _SHOWN = 60
 
 
 class _BadRequest(Exception):
     """A request the server refuses before any handler runs; the message is the reply."""
-
-
-# --------------------------------------------------------------------------- keys
-
-
-@dataclass(frozen=True, slots=True)
-class ControlKeys:
-    """Where :func:`make_keys` wrote each CURVE key file."""
-
-    directory: Path
-    server_public: Path
-    server_secret: Path
-    client_public: Path
-    client_secret: Path
-    clients_dir: Path
-
-
-def _key_paths(directory: Path) -> ControlKeys:
-    return ControlKeys(
-        directory=directory,
-        server_public=directory / f"{SERVER_NAME}.key",
-        server_secret=directory / f"{SERVER_NAME}.key_secret",
-        client_public=directory / f"{CLIENT_NAME}.key",
-        client_secret=directory / f"{CLIENT_NAME}.key_secret",
-        clients_dir=directory / CLIENTS_SUBDIR,
-    )
-
-
-def make_keys(directory: Path) -> ControlKeys:
-    """Write a server and a client CURVE key pair into ``directory``.
-
-    The directory (and ``clients/``, which holds the client public keys the
-    server admits) is mode 0700 and every key file 0600. Existing keys are
-    never overwritten (``FileExistsError``): replacing them would lock out
-    every client that holds the old ones.
-    """
-    keys = _key_paths(directory)
-    existing = [p for p in (keys.server_secret, keys.client_secret) if p.exists()]
-    if existing:
-        raise FileExistsError(f"CURVE keys already exist: {existing[0]}")
-    for folder in (directory, keys.clients_dir):
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folder.chmod(0o700)
-    # The directory is private before any file exists, so the umask never exposes a key.
-    zmq.auth.create_certificates(directory, SERVER_NAME)
-    zmq.auth.create_certificates(directory, CLIENT_NAME)
-    admitted = keys.clients_dir / keys.client_public.name
-    admitted.write_bytes(keys.client_public.read_bytes())
-    for path in (keys.server_public, keys.server_secret, keys.client_public,
-                 keys.client_secret, admitted):
-        path.chmod(0o600)
-    return keys
-
-
-def _load_pair(path: Path) -> tuple[bytes, bytes]:
-    public, secret = zmq.auth.load_certificate(path)
-    if secret is None:
-        raise ValueError(f"{path} holds no secret key")
-    return public, secret
-
-
-def is_local(endpoint: str) -> bool:
-    """True for ipc://, inproc:// and tcp:// on a loopback address or ``localhost``."""
-    transport, sep, address = endpoint.partition("://")
-    if not sep:
-        return False
-    if transport in ("ipc", "inproc"):
-        return True
-    if transport != "tcp":
-        return False
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _encode(reply: Mapping[str, object]) -> bytes:
@@ -177,41 +94,27 @@ class ControlServer:
         endpoint: str,
         handlers: Mapping[str, Handler],
         max_bytes: int = 1 << 20,
-        curve_dir: Path | None = None,
+        curve: Curve | None = None,
     ) -> None:
-        if curve_dir is None and not is_local(endpoint):
-            raise ValueError(
-                f"control endpoint {endpoint} is not local; CURVE keys (curve_dir) are required"
-            )
+        if curve is None and not is_local(endpoint):
+            raise ValueError(f"control endpoint {endpoint} is not local; it needs CURVE keys")
         self._handlers = dict(handlers)
         self._max_bytes = max_bytes
         self._requests = 0
         self._errors = 0
         self._failures = 0
-        self._auth: zmq.auth.thread.ThreadAuthenticator | None = None
         self.socket: zmq.Socket[bytes] = ctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         try:
-            if curve_dir is not None:
-                self._enable_curve(ctx, curve_dir)
+            use_ipv6(self.socket, endpoint)
+            if curve is not None:
+                curve.serve(self.socket)
             self.socket.bind(endpoint)
         except BaseException:
             self.close()
             raise
         self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
-        log.info("control: listening on %s%s", self.endpoint, " (CURVE)" if curve_dir else "")
-
-    def _enable_curve(self, ctx: zmq.Context[Any], curve_dir: Path) -> None:
-        keys = _key_paths(curve_dir)
-        public, secret = _load_pair(keys.server_secret)
-        if not keys.clients_dir.is_dir():
-            raise FileNotFoundError(f"no client public keys directory: {keys.clients_dir}")
-        self._auth = zmq.auth.thread.ThreadAuthenticator(ctx)
-        self._auth.start()
-        self._auth.configure_curve(domain="*", location=str(keys.clients_dir))
-        self.socket.curve_secretkey = secret
-        self.socket.curve_publickey = public
-        self.socket.curve_server = True
+        log.info("control: listening on %s%s", self.endpoint, " (CURVE)" if curve else "")
 
     def handle_ready(self) -> int:
         """Answer every request already queued, without blocking; return how many."""
@@ -298,11 +201,8 @@ class ControlServer:
         }
 
     def close(self) -> None:
-        """Close the socket and stop the authenticator; the context stays the owner's."""
+        """Close the socket; the context and its authenticator stay the owner's."""
         self.socket.close(linger=0)
-        if self._auth is not None:
-            self._auth.stop()
-            self._auth = None
 
     def __enter__(self) -> ControlServer:
         return self
@@ -322,20 +222,17 @@ class ControlServer:
 class ControlClient:
     """One request, one reply, a timeout: what ``hive status | stop | add | deny`` use.
 
-    With ``curve_dir`` the client reads its key pair (``client.key_secret``) and
-    the server's public key (``server.key``) there; a missing or unreadable key
-    file raises ``OSError``/``ValueError`` at construction, not at the first call.
+    With ``curve_dir`` (the hive's key directory) the client is a CURVE client
+    holding the hive's client key pair and the server's public key; a missing or
+    unreadable key file raises :class:`hive.curve.KeysError` at construction,
+    not at the first call. A CURVE server refuses a client without them, which
+    then sees only the timeout.
     """
 
     def __init__(self, endpoint: str, timeout: float = 5.0, curve_dir: Path | None = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
-        self._curve: tuple[bytes, bytes, bytes] | None = None
-        if curve_dir is not None:
-            keys = _key_paths(curve_dir)
-            public, secret = _load_pair(keys.client_secret)
-            server_public, _ = zmq.auth.load_certificate(keys.server_public)
-            self._curve = (public, secret, server_public)
+        self._curve = ClientKeys.load(curve_dir) if curve_dir is not None else None
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
 
     def call(self, cmd: str, **args: object) -> object:
@@ -344,8 +241,9 @@ class ControlClient:
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.LINGER, 0)
+            use_ipv6(sock, self.endpoint)
             if self._curve is not None:
-                sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = self._curve
+                self._curve.apply(sock)
             sock.connect(self.endpoint)
             # A connected DEALER queues the request even before the server is up.
             try:

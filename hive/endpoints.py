@@ -1,9 +1,11 @@
-"""Every socket address of a hive, derived in one place.
+"""Every socket address of a hive, derived in one place, and the sockets that use them.
 
 A hive's addresses follow from one recipe: a run directory for ``ipc://``
-sockets (the default) or a host and base port for ``tcp://``. The recipe is
-recorded in ``hive.json`` (:meth:`Endpoints.to_dict`) so ``hive status`` and
-restarted children find the sockets without deriving anything again.
+sockets (the default) or a host and base port for ``tcp://``, plus, when the
+hive uses CURVE, its key directory. The recipe is recorded in ``hive.json``
+(:meth:`Endpoints.to_dict`) and handed to every spawned child, so ``hive
+status`` and restarted children find the sockets, and the keys, without
+deriving anything again. Keys themselves never travel: only their directory.
 
 Policy:
 
@@ -19,24 +21,35 @@ Policy:
   creates the directory with mode 0700, narrows the mode of an existing one,
   and refuses one that is a symlink, not a directory, or owned by another
   user: someone else's directory could hold sockets that impersonate ours.
-- **Loopback by default.** ``tcp://`` binds to 127.0.0.1 unless a host is
-  given. Ports: splitter ``base``, supervisor ``base+1``, control ``base+2``,
-  worker ``i`` ``base+3+i``.
+- **Loopback by default; beyond it, CURVE or nothing.** ``tcp://`` binds to
+  127.0.0.1 unless a host is given. Ports: splitter ``base``, supervisor
+  ``base+1``, control ``base+2``, worker ``i`` ``base+3+i``. The same address
+  is bound and connected to, so a wildcard host (``*``) is refused. An
+  endpoint is *local* when it is ``ipc://``, ``inproc://`` or ``tcp://`` on a
+  loopback address or ``localhost`` (:func:`is_local`); :func:`pull` and
+  :func:`push` refuse any other without CURVE, so no hive socket listens or
+  talks beyond loopback in the clear. With keys in the recipe, :meth:`Endpoints.curve` gives a
+  process its :class:`hive.curve.Curve`: :func:`pull` makes the socket a CURVE
+  server (ZAP admitting only the hive's clients), :func:`push` a CURVE client.
 - **Never block, never linger.** :func:`push` gives every sender the same
   PUSH socket: linger 0 (a stopping process does not wait on a dead peer) and
   an explicit send high-water mark (senders use NOBLOCK and handle a full one).
+- **IPv6 when the address is.** A ``tcp://[...]`` socket gets ``zmq.IPV6``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import mmh3
 import zmq
 
+from hive.curve import Curve
 from hive.errors import HiveError
 from hive.ring import MAX_PROCS
 
@@ -87,12 +100,41 @@ def make_run_dir(path: Path) -> Path:
     return path
 
 
+def is_local(endpoint: str) -> bool:
+    """True for ipc://, inproc:// and tcp:// on a loopback address or ``localhost``."""
+    transport, sep, address = endpoint.partition("://")
+    if not sep:
+        return False
+    if transport in ("ipc", "inproc"):
+        return True
+    if transport != "tcp":
+        return False
+    return _is_loopback(address.rpartition(":")[0].strip("[]"))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_keys(keys: Path | None) -> None:
+    if keys is not None and not keys.is_absolute():
+        raise ValueError(f"endpoints: key directory must be absolute, got {keys}")
+
+
 class Endpoints:
-    """The addresses of one hive: ``Endpoints(run_dir)`` for ipc, ``Endpoints.tcp(...)``."""
+    """The addresses of one hive: ``Endpoints(run_dir)`` for ipc, ``Endpoints.tcp(...)``.
 
-    __slots__ = ("transport", "run_dir", "host", "base_port")
+    ``keys`` is the hive's CURVE key directory, or None for plain sockets.
+    """
 
-    def __init__(self, run_dir: Path) -> None:
+    __slots__ = ("transport", "run_dir", "host", "base_port", "keys")
+
+    def __init__(self, run_dir: Path, keys: Path | None = None) -> None:
         if not run_dir.is_absolute():
             raise ValueError(f"endpoints: run directory must be absolute, got {run_dir}")
         longest = len(os.fsencode(run_dir / _LONGEST_NAME))
@@ -101,29 +143,45 @@ class Endpoints:
                 f"endpoints: run directory {run_dir} is too long for a socket path "
                 f"({longest} > {SUN_PATH_MAX} bytes)"
             )
+        _check_keys(keys)
         self.transport = "ipc"
         self.run_dir: Path | None = run_dir
         self.host = ""
         self.base_port = 0
+        self.keys = keys
 
     @classmethod
-    def tcp(cls, base_port: int, host: str = LOOPBACK) -> Endpoints:
-        """Addresses on ``host`` from ``base_port`` up; a host with a colon is IPv6.
-
-        The role that binds or connects an IPv6 address must set ``zmq.IPV6``.
-        """
+    def tcp(cls, base_port: int, host: str = LOOPBACK, keys: Path | None = None) -> Endpoints:
+        """Addresses on ``host`` from ``base_port`` up; a host with a colon is IPv6."""
         if isinstance(base_port, bool) or not isinstance(base_port, int):
             raise ValueError(f"endpoints: base_port must be an integer, got {base_port!r}")
         if not 1 <= base_port <= MAX_PORT - _PORTS_BEFORE_WORKERS:
             raise ValueError(f"endpoints: base_port out of range: {base_port}")
-        if not host or any(c in host for c in "/[] \t\n"):
+        if not host or any(c in host for c in "/[] \t\n*"):
             raise ValueError(f"endpoints: bad host {host!r}")
+        _check_keys(keys)
         self = cls.__new__(cls)
         self.transport = "tcp"
         self.run_dir = None
         self.host = host
         self.base_port = base_port
+        self.keys = keys
         return self
+
+    @property
+    def local(self) -> bool:
+        """True when every address is ipc or on loopback: only then may sockets go plain."""
+        return self.run_dir is not None or _is_loopback(self.host)
+
+    def with_keys(self, keys: Path) -> Endpoints:
+        """The same addresses, served and reached with the CURVE keys in ``keys``."""
+        if self.run_dir is not None:
+            return Endpoints(self.run_dir, keys)
+        return Endpoints.tcp(self.base_port, self.host, keys)
+
+    def curve(self, ctx: zmq.Context[Any]) -> Curve | None:
+        """This process's CURVE for the recipe's keys (None without keys); see hive/curve.py."""
+        return Curve(ctx, self.keys) if self.keys is not None else None
 
     @property
     def splitter(self) -> str:
@@ -153,22 +211,34 @@ class Endpoints:
 
     def to_dict(self) -> dict[str, str | int]:
         """The recipe, for ``hive.json``; :meth:`from_dict` reverses it."""
+        data: dict[str, str | int]
         if self.run_dir is not None:
-            return {"transport": "ipc", "run_dir": str(self.run_dir)}
-        return {"transport": "tcp", "host": self.host, "base_port": self.base_port}
+            data = {"transport": "ipc", "run_dir": str(self.run_dir)}
+        else:
+            data = {"transport": "tcp", "host": self.host, "base_port": self.base_port}
+        if self.keys is not None:
+            data["keys"] = str(self.keys)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Endpoints:
         """Rebuild from :meth:`to_dict`; raises ValueError on anything else."""
         transport = data.get("transport")
-        if transport == "ipc" and set(data) == {"transport", "run_dir"}:
+        fields = set(data) - {"keys"}
+        key_path = None
+        if "keys" in data:
+            keys = data["keys"]
+            if not isinstance(keys, str) or not keys:
+                raise ValueError(f"endpoints: bad key directory: {keys!r}")
+            key_path = Path(keys)
+        if transport == "ipc" and fields == {"transport", "run_dir"}:
             run_dir = data["run_dir"]
             if isinstance(run_dir, str) and run_dir:
-                return cls(Path(run_dir))
-        elif transport == "tcp" and set(data) == {"transport", "host", "base_port"}:
+                return cls(Path(run_dir), key_path)
+        elif transport == "tcp" and fields == {"transport", "host", "base_port"}:
             host, base_port = data["host"], data["base_port"]
             if isinstance(host, str) and isinstance(base_port, int):
-                return cls.tcp(base_port, host)
+                return cls.tcp(base_port, host, key_path)
         raise ValueError(f"endpoints: not a recorded recipe: {dict(data)!r}")
 
     def _address(self, name: str, offset: int) -> str:
@@ -186,15 +256,68 @@ class Endpoints:
         return hash(tuple(self.to_dict().items()))
 
     def __repr__(self) -> str:
+        keys = f", keys=Path({str(self.keys)!r})" if self.keys is not None else ""
         if self.run_dir is not None:
-            return f"Endpoints(Path({str(self.run_dir)!r}))"
-        return f"Endpoints.tcp({self.base_port}, {self.host!r})"
+            return f"Endpoints(Path({str(self.run_dir)!r}){keys})"
+        return f"Endpoints.tcp({self.base_port}, {self.host!r}{keys})"
 
 
-def push(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
-    """A PUSH socket connected to ``endpoint`` (linger 0, send high-water mark SEND_HWM)."""
-    sock = ctx.socket(zmq.PUSH)
+def use_ipv6(sock: zmq.Socket[Any], endpoint: str) -> None:
+    """Set ``zmq.IPV6`` on ``sock`` if ``endpoint`` is an IPv6 ``tcp://[...]`` address.
+
+    libzmq binds and connects IPv6 addresses only with it.
+    """
+    if endpoint.startswith("tcp://["):
+        sock.setsockopt(zmq.IPV6, 1)
+
+
+def _refuse_clear(endpoint: str, curve: Curve | None) -> None:
+    if curve is None and not is_local(endpoint):
+        raise ValueError(f"endpoints: {endpoint} is beyond loopback; it needs CURVE keys")
+
+
+def _prepare(sock: zmq.Socket[bytes], endpoint: str) -> None:
     sock.setsockopt(zmq.LINGER, 0)
+    use_ipv6(sock, endpoint)
+
+
+def push(
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, curve: Curve | None = None
+) -> zmq.Socket[bytes]:
+    """A PUSH socket connected to ``endpoint`` (linger 0, send high-water mark SEND_HWM).
+
+    With ``curve`` it is a CURVE client holding the hive's client key; without,
+    ``endpoint`` must be local (``ValueError`` otherwise).
+    """
+    _refuse_clear(endpoint, curve)
+    sock = ctx.socket(zmq.PUSH)
+    _prepare(sock, endpoint)
     sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+    if curve is not None:
+        curve.connect(sock)
     sock.connect(endpoint)
+    return sock
+
+
+def pull(
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, curve: Curve | None = None,
+    hwm: int | None = None,
+) -> zmq.Socket[bytes]:
+    """A PULL socket bound to ``endpoint`` (linger 0; receive high-water mark ``hwm``).
+
+    With ``curve`` it is a CURVE server behind the process's ZAP authenticator;
+    without, ``endpoint`` must be local (``ValueError`` otherwise, before any bind).
+    """
+    _refuse_clear(endpoint, curve)
+    sock = ctx.socket(zmq.PULL)
+    try:
+        _prepare(sock, endpoint)
+        if hwm is not None:
+            sock.setsockopt(zmq.RCVHWM, hwm)
+        if curve is not None:
+            curve.serve(sock)
+        sock.bind(endpoint)
+    except BaseException:
+        sock.close(linger=0)
+        raise
     return sock

@@ -9,6 +9,11 @@ wait in a bounded per-worker overflow queue, and past its bound the oldest are
 shed and counted — the senders' outboxes send them again, so shedding costs
 time, never a URL. Acknowledgements are forwarded to their origin by worker id.
 The splitter holds no state that matters and can be restarted at any time.
+
+When the endpoints recipe names CURVE keys, the splitter's PULL is a CURVE
+server behind its own ZAP authenticator (admitting only the hive's client
+keys) and every PUSH a CURVE client; a peer without the keys never gets a
+message routed (hive/curve.py).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import zmq
 
 from hive import wire
 from hive.config import from_dict
-from hive.endpoints import Endpoints, push
+from hive.curve import Curve
+from hive.endpoints import Endpoints, pull, push
 from hive.lifecycle import Runner, die_with_parent, setup_logging
 from hive.record import UrlRecord
 from hive.ring import Ring
@@ -42,6 +48,7 @@ class Splitter:
         self.counts = {"splitter/batches": 0, "splitter/parts": 0, "splitter/acks": 0,
                        "splitter/shed": 0, "splitter/bad": 0}
         self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
+        self.curve: Curve | None = None
         self.stopping = False
 
     @property
@@ -50,14 +57,12 @@ class Splitter:
 
     def open(self) -> None:
         self.ctx = zmq.Context()
-        self.inbox = self.ctx.socket(zmq.PULL)
-        self.inbox.setsockopt(zmq.LINGER, 0)
-        self.inbox.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
-        self.inbox.bind(self.endpoints.splitter)
+        self.curve = self.endpoints.curve(self.ctx)
+        self.inbox = pull(self.ctx, self.endpoints.splitter, self.curve, hwm=RECEIVE_HWM)
         self.peers: dict[int, zmq.Socket[bytes]] = {}
         for worker in range(self.ring.procs):
-            self.peers[worker] = push(self.ctx, self.endpoints.worker(worker))
-        self.peers[SUPERVISOR] = push(self.ctx, self.endpoints.supervisor)
+            self.peers[worker] = push(self.ctx, self.endpoints.worker(worker), self.curve)
+        self.peers[SUPERVISOR] = push(self.ctx, self.endpoints.supervisor, self.curve)
         self.overflow: dict[int, deque[list[bytes]]] = {peer: deque() for peer in self.peers}
 
     def send(self, peer: int, frames: list[bytes]) -> None:
@@ -124,6 +129,8 @@ class Splitter:
     def close(self) -> None:
         for sock in (self.inbox, *self.peers.values()):
             sock.close(linger=0)
+        if self.curve is not None:
+            self.curve.close()
         if self.ctx is not None:
             self.ctx.term()
 

@@ -20,6 +20,13 @@ URL and the outboxes every unacknowledged batch. A restart with another ring
 (another --procs, vnodes or seed) first moves every host to the worker the new
 ring names, before any child starts (hive/resize.py); what moved is logged and
 kept in ``status`` under ``resize``.
+
+Sockets: ``hive.transport`` picks ipc (the default) or tcp. When any endpoint
+is beyond loopback, or ``hive.curve`` is ``always``, the hive's CURVE keys
+(``DATA/keys``, made on the first such start and reused after) go into the
+endpoints recipe: every socket that binds is then a CURVE server behind its
+process's ZAP authenticator and every socket that connects a CURVE client
+(hive/curve.py). Children and the CLI find the key directory in the recipe.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ import zmq
 from hive import __version__, wire
 from hive.config import Config
 from hive.control import ControlServer
-from hive.endpoints import Endpoints, make_run_dir, push, run_dir_for
+from hive.curve import ensure_keys, key_dir
+from hive.endpoints import Endpoints, make_run_dir, pull, push, run_dir_for
 from hive.errors import URLError
 from hive.frontier.store import DB_NAMES, Store
 from hive.lifecycle import STORE_FAILED, Lock, read_state, worker_dir
@@ -138,19 +146,16 @@ class Supervisor:
                 self.lock.release()
                 raise
             log.info("%s", self.resized.summary())
-        if self.cfg.hive.transport == "tcp":
-            self.endpoints = Endpoints.tcp(self.cfg.hive.tcp_port, self.cfg.hive.tcp_host)
-        else:
-            self.endpoints = Endpoints(make_run_dir(run_dir_for(self.data_dir)))
+        self.endpoints = self._endpoints()
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.curve = self.endpoints.curve(self.ctx)
         self.control = ControlServer(self.ctx, self.endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
-        })
-        self.inbox = self.ctx.socket(zmq.PULL)
-        self.inbox.setsockopt(zmq.LINGER, 0)
-        self.inbox.bind(self.endpoints.supervisor)
-        self.splitter = push(self.ctx, self.endpoints.splitter)
-        self.commands = [push(self.ctx, self.endpoints.worker(i)) for i in range(self.procs)]
+        }, curve=self.curve)
+        self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve)
+        self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
+        self.commands = [push(self.ctx, self.endpoints.worker(i), self.curve)
+                         for i in range(self.procs)]
         self.store = Store(self.data_dir / "supervisor", sync_interval=0.0)
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
                              max_tries=self.cfg.hive.max_tries)
@@ -178,6 +183,17 @@ class Supervisor:
         self.poller.register(self.control.socket, zmq.POLLIN)
         self._write_state()
         log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
+
+    def _endpoints(self) -> Endpoints:
+        """The hive's addresses, with its CURVE keys when any is beyond loopback (or always)."""
+        hive = self.cfg.hive
+        if hive.transport == "tcp":
+            endpoints = Endpoints.tcp(hive.tcp_port, hive.tcp_host)
+        else:
+            endpoints = Endpoints(make_run_dir(run_dir_for(self.data_dir)))
+        if hive.curve == "always" or not endpoints.local:
+            endpoints = endpoints.with_keys(ensure_keys(key_dir(self.data_dir)).directory)
+        return endpoints
 
     def _ring(self) -> dict[str, int]:
         hive = self.cfg.hive
@@ -467,6 +483,8 @@ class Supervisor:
         self.control.close()
         for sock in (self.inbox, self.splitter, *self.commands):
             sock.close(linger=0)
+        if self.curve is not None:
+            self.curve.close()
         self.ctx.term()
         self.store.close(time.time())
         state = read_state(self.data_dir) or {}

@@ -11,7 +11,9 @@ that makes the hand-off safe:
 3. a batch leaves the outbox only when every owner has acknowledged its part.
 
 Started by the supervisor with the ``spawn`` method through ``run_worker``,
-which opens its own ZeroMQ context and LMDB environment.
+which opens its own ZeroMQ context and LMDB environment. When the endpoints
+recipe names CURVE keys, the inbox is a CURVE server behind the process's own
+ZAP authenticator and both senders are CURVE clients (hive/curve.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import zmq
 
 from hive import wire
 from hive.config import Config, from_dict
-from hive.endpoints import Endpoints, push
+from hive.endpoints import Endpoints, pull, push
 from hive.lifecycle import (
     Lock,
     Runner,
@@ -58,11 +60,10 @@ class WorkerProcess:
         directory.mkdir(parents=True, exist_ok=True)
         self.lock = Lock(directory / "lock", f"worker {self.worker_id}")
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self.inbox = self.ctx.socket(zmq.PULL)
-        self.inbox.setsockopt(zmq.LINGER, 0)
-        self.inbox.bind(self.endpoints.worker(self.worker_id))
-        self.splitter = push(self.ctx, self.endpoints.splitter)
-        self.supervisor = push(self.ctx, self.endpoints.supervisor)
+        self.curve = self.endpoints.curve(self.ctx)
+        self.inbox = pull(self.ctx, self.endpoints.worker(self.worker_id), self.curve)
+        self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
+        self.supervisor = push(self.ctx, self.endpoints.supervisor, self.curve)
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,
             warc_dir=self.data_dir / "warc", log_dir=self.data_dir / "logs",
@@ -167,6 +168,8 @@ class WorkerProcess:
         self.worker.close()
         for sock in (self.inbox, self.splitter, self.supervisor):
             sock.close(linger=0)
+        if self.curve is not None:
+            self.curve.close()
         self.ctx.term()
         self.lock.release()
         log.info("worker %d closed", self.worker_id)

@@ -6,7 +6,6 @@ import json
 import logging
 import random
 import shutil
-import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,8 @@ import zmq
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hive.control import ControlClient, ControlServer, is_local, make_keys
+from hive.control import ControlClient, ControlServer
+from hive.curve import Curve, KeysError, make_keys
 from hive.errors import ControlError
 
 WAIT_MS = 2000
@@ -348,28 +348,7 @@ def test_garbled_answer_raises_control_error(ctx: zmq.Context[Any], endpoint: st
     assert len(outcome) == 1 and "bad answer" in str(outcome[0])
 
 
-# ------------------------------------------------------------------ endpoints, CURVE
-
-
-@pytest.mark.parametrize(
-    ("endpoint", "local"),
-    [
-        ("ipc:///run/hive/control", True),
-        ("inproc://control", True),
-        ("tcp://127.0.0.1:5555", True),
-        ("tcp://127.8.0.1:*", True),
-        ("tcp://localhost:5555", True),
-        ("tcp://[::1]:5555", True),
-        ("tcp://*:5555", False),
-        ("tcp://0.0.0.0:5555", False),
-        ("tcp://10.1.2.3:5555", False),
-        ("tcp://eth0:5555", False),
-        ("ws://127.0.0.1:5555", False),
-        ("control", False),
-    ],
-)
-def test_is_local(endpoint: str, local: bool) -> None:
-    assert is_local(endpoint) is local
+# ------------------------------------------------------------------------ CURVE
 
 
 def test_non_local_endpoint_needs_curve(ctx: zmq.Context[Any]) -> None:
@@ -377,19 +356,9 @@ def test_non_local_endpoint_needs_curve(ctx: zmq.Context[Any]) -> None:
         ControlServer(ctx, "tcp://0.0.0.0:*", HANDLERS)
 
 
-def test_make_keys_writes_private_files(tmp_path: Path) -> None:
-    keys = make_keys(tmp_path / "keys")
-    assert stat.S_IMODE(keys.directory.stat().st_mode) == 0o700
-    assert stat.S_IMODE(keys.clients_dir.stat().st_mode) == 0o700
-    files = [
-        keys.server_public, keys.server_secret, keys.client_public, keys.client_secret,
-        keys.clients_dir / keys.client_public.name,
-    ]
-    for path in files:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
-    assert [p.name for p in keys.clients_dir.iterdir()] == ["client.key"]
-    with pytest.raises(FileExistsError):
-        make_keys(keys.directory)
+def test_missing_client_keys_fail_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(KeysError, match="client.key_secret"):
+        ControlClient("tcp://127.0.0.1:1", curve_dir=tmp_path)
 
 
 def test_curve_admits_only_known_clients(ctx: zmq.Context[Any], tmp_path: Path) -> None:
@@ -397,17 +366,22 @@ def test_curve_admits_only_known_clients(ctx: zmq.Context[Any], tmp_path: Path) 
     # A stranger knows the server's public key but holds a client key it never admitted.
     stranger = make_keys(tmp_path / "stranger-keys")
     stranger.server_public.write_bytes(keys.server_public.read_bytes())
-
-    with ControlServer(ctx, "tcp://127.0.0.1:*", HANDLERS, curve_dir=keys.directory) as srv:
-        assert srv.endpoint.startswith("tcp://127.0.0.1:")
-        with serving(srv):
-            with ControlClient(srv.endpoint, timeout=2.0, curve_dir=keys.directory) as good:
-                assert good.call("status") == _status({})
-            strangers = [
-                ControlClient(srv.endpoint, timeout=0.5, curve_dir=stranger.directory),
-                ControlClient(srv.endpoint, timeout=0.5),  # no CURVE at all
-            ]
-            for client in strangers:
-                with client, pytest.raises(ControlError, match="no answer"):
-                    client.call("status")
-        assert srv.stats()["control/requests"] == 1
+    curve = Curve(ctx, keys.directory)
+    try:
+        with ControlServer(ctx, "tcp://127.0.0.1:*", HANDLERS, curve=curve) as srv:
+            assert srv.endpoint.startswith("tcp://127.0.0.1:")
+            with serving(srv):
+                with ControlClient(srv.endpoint, timeout=2.0, curve_dir=keys.directory) as good:
+                    assert good.call("status") == _status({})
+                # A foreign key pair, then no CURVE at all.
+                for curve_dir in (stranger.directory, None):
+                    with (
+                        ControlClient(srv.endpoint, timeout=0.5, curve_dir=curve_dir) as client,
+                        pytest.raises(ControlError, match="no answer"),
+                    ):
+                        client.call("status")
+                with ControlClient(srv.endpoint, timeout=2.0, curve_dir=keys.directory) as good:
+                    assert good.call("status") == _status({})
+            assert srv.stats()["control/requests"] == 2
+    finally:
+        curve.close()

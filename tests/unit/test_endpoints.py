@@ -1,4 +1,8 @@
-"""Endpoints: short private run directories, one address per role, a recordable recipe."""
+"""Endpoints: short private run directories, one address per role, a recordable recipe.
+
+Also the rule that decides CURVE: which endpoints are local, and that nothing
+binds beyond loopback without keys.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,10 @@ from hive.endpoints import (
     SUN_PATH_MAX,
     Endpoints,
     RunDirError,
+    is_local,
     make_run_dir,
+    pull,
+    push,
     run_dir_for,
 )
 from hive.errors import HiveError
@@ -140,14 +147,14 @@ def test_ipc_sockets_bind_in_a_deep_data_dirs_run_dir(deep_data_dir: Path) -> No
     endpoints = Endpoints(run_dir)
     context = zmq.Context()
     try:
-        pull = context.socket(zmq.PULL)
-        push = context.socket(zmq.PUSH)
-        pull.bind(endpoints.worker(0))
-        push.connect(endpoints.worker(0))
-        push.send_multipart([b"ACK", b"x"])
-        assert pull.poll(5000)
-        assert pull.recv_multipart() == [b"ACK", b"x"]
-        for sock in (pull, push):
+        receiver = context.socket(zmq.PULL)
+        sender = context.socket(zmq.PUSH)
+        receiver.bind(endpoints.worker(0))
+        sender.connect(endpoints.worker(0))
+        sender.send_multipart([b"ACK", b"x"])
+        assert receiver.poll(5000)
+        assert receiver.recv_multipart() == [b"ACK", b"x"]
+        for sock in (receiver, sender):
             sock.close(linger=0)
     finally:
         context.term()
@@ -189,6 +196,9 @@ def test_tcp_addresses_default_to_loopback() -> None:
         lambda: Endpoints.tcp(5500, ""),
         lambda: Endpoints.tcp(5500, "a/b"),
         lambda: Endpoints.tcp(5500, "[::1]"),
+        lambda: Endpoints.tcp(5500, "*"),
+        lambda: Endpoints.tcp(5500, keys=Path("relative/keys")),
+        lambda: Endpoints(Path("/tmp/r"), keys=Path("keys")),
         lambda: Endpoints(Path("/tmp/r")).worker(-1),
         lambda: Endpoints(Path("/tmp/r")).worker(MAX_PROCS),
         lambda: Endpoints(Path("/tmp/r")).worker(True),
@@ -205,7 +215,11 @@ def test_bad_recipes_and_worker_ids_raise_value_error(build: object) -> None:
 
 @pytest.mark.parametrize(
     "endpoints",
-    [Endpoints(Path("/tmp/hive-0-abc")), Endpoints.tcp(5500), Endpoints.tcp(7000, "::1")],
+    [
+        Endpoints(Path("/tmp/hive-0-abc")), Endpoints.tcp(5500), Endpoints.tcp(7000, "::1"),
+        Endpoints.tcp(7000, "192.0.2.7", Path("/data/keys")),
+        Endpoints(Path("/tmp/r"), Path("/data/keys")),
+    ],
 )
 def test_to_dict_round_trips_through_json(endpoints: Endpoints) -> None:
     again = Endpoints.from_dict(json.loads(json.dumps(endpoints.to_dict())))
@@ -240,8 +254,104 @@ def test_to_dict_is_the_recipe() -> None:
         {"transport": "tcp", "host": "127.0.0.1", "base_port": "5500"},
         {"transport": "tcp", "host": None, "base_port": 5500},
         {"transport": "tcp", "host": "127.0.0.1", "base_port": 70000},
+        {"transport": "tcp", "host": "127.0.0.1", "base_port": 5500, "keys": ""},
+        {"transport": "tcp", "host": "127.0.0.1", "base_port": 5500, "keys": 5},
+        {"transport": "tcp", "host": "127.0.0.1", "base_port": 5500, "keys": "rel/keys"},
+        {"transport": "ipc", "run_dir": "/tmp/r", "keys": None},
+        {"keys": "/data/keys"},
     ],
 )
 def test_from_dict_refuses_anything_else(data: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="endpoints"):
         Endpoints.from_dict(data)
+
+
+# --- local or not: when CURVE is needed -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "local"),
+    [
+        ("ipc:///run/hive/control", True),
+        ("inproc://control", True),
+        ("tcp://127.0.0.1:5555", True),
+        ("tcp://127.8.0.1:*", True),
+        ("tcp://localhost:5555", True),
+        ("tcp://[::1]:5555", True),
+        ("tcp://*:5555", False),
+        ("tcp://0.0.0.0:5555", False),
+        ("tcp://10.1.2.3:5555", False),
+        ("tcp://[fd00::2]:5555", False),
+        ("tcp://eth0:5555", False),
+        ("tcp://crawl-1.lan:5555", False),
+        ("ws://127.0.0.1:5555", False),
+        ("control", False),
+    ],
+)
+def test_is_local(endpoint: str, local: bool) -> None:
+    assert is_local(endpoint) is local
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "local"),
+    [
+        (Endpoints(Path("/tmp/r")), True),
+        (Endpoints.tcp(5500), True),
+        (Endpoints.tcp(5500, "127.0.0.2"), True),
+        (Endpoints.tcp(5500, "::1"), True),
+        (Endpoints.tcp(5500, "localhost"), True),
+        (Endpoints.tcp(5500, "0.0.0.0"), False),
+        (Endpoints.tcp(5500, "192.0.2.7"), False),
+        (Endpoints.tcp(5500, "fd00::2"), False),
+        (Endpoints.tcp(5500, "crawl-1.lan"), False),
+    ],
+)
+def test_local_is_true_only_when_every_address_is(endpoints: Endpoints, local: bool) -> None:
+    assert endpoints.local is local
+    assert all(is_local(a) is local for a in all_addresses(endpoints, 9))
+
+
+def test_with_keys_keeps_the_addresses_and_records_the_key_directory() -> None:
+    for plain in (Endpoints(Path("/tmp/r")), Endpoints.tcp(5500, "192.0.2.7")):
+        keyed = plain.with_keys(Path("/data/keys"))
+        assert plain.keys is None and keyed.keys == Path("/data/keys")
+        assert all_addresses(keyed, 9) == all_addresses(plain, 9)
+        assert keyed != plain
+        assert keyed.to_dict() == {**plain.to_dict(), "keys": "/data/keys"}
+    assert repr(Endpoints.tcp(5500).with_keys(Path("/k"))) == (
+        "Endpoints.tcp(5500, '127.0.0.1', keys=Path('/k'))"
+    )
+
+
+def test_no_keys_no_curve() -> None:
+    context = zmq.Context()
+    try:
+        assert Endpoints.tcp(5500).curve(context) is None
+    finally:
+        context.term()
+
+
+@pytest.mark.parametrize("endpoint", ["tcp://0.0.0.0:*", "tcp://192.0.2.7:5500", "tcp://*:5500"])
+def test_nothing_binds_or_connects_beyond_loopback_without_curve(endpoint: str) -> None:
+    context = zmq.Context()
+    try:
+        with pytest.raises(ValueError, match="needs CURVE"):
+            pull(context, endpoint)
+        with pytest.raises(ValueError, match="needs CURVE"):
+            push(context, endpoint)
+    finally:
+        context.term()
+
+
+def test_ipv6_addresses_bind_and_connect() -> None:
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        receiver = pull(context, "tcp://[::1]:*")
+        sender = push(context, receiver.getsockopt_string(zmq.LAST_ENDPOINT))
+        sender.send_multipart([b"ACK", b"6"])
+        assert receiver.poll(5000)
+        assert receiver.recv_multipart() == [b"ACK", b"6"]
+        for sock in (receiver, sender):
+            sock.close(linger=0)
+    finally:
+        context.term()
