@@ -121,6 +121,7 @@ class HiveConfig:
     resend_after: float
     max_tries: int
     recent_links: int
+    outbox_window: float
     overflow: int
     stats_interval: float
     restart_backoff: float

@@ -7,6 +7,12 @@ split to has acknowledged committing its admission. The splitter tells each
 owner how many parts the batch was cut into; the acks carry that number, so
 the sender knows when a batch is whole without knowing the ring.
 
+Links travel in batches: the records of every page a worker finishes within
+``window`` seconds (``hive.outbox_window``) join one batch, so a busy worker
+sends a message per window, not per page. Each page's records are written
+into the batch's outbox entry in the transaction of that page's outcome, so a
+crash loses none of them; the batch is sent when its window has passed.
+
 An unacknowledged batch is sent again after ``resend_after`` seconds, doubling
 per try (capped at a minute), and on every restart (the in-memory send times
 are gone, so everything in the outbox is due). Admission is idempotent (the
@@ -25,9 +31,21 @@ from dataclasses import dataclass, field
 
 from hive.frontier.store import U64, Store
 from hive.record import UrlRecord
-from hive.wire import encode_records
+from hive.wire import MAX_RECORDS, concat_records, encode_records
 
 MAX_RESEND = 60.0
+# An open batch takes no more records once its frame is this large.
+MAX_BATCH_BYTES = 1 << 20
+
+
+@dataclass(slots=True)
+class _Open:
+    """The batch that still takes records: its seq, when it closes, its records frame."""
+
+    seq: int
+    closes: float
+    data: bytes
+    records: int
 
 
 @dataclass(slots=True)
@@ -38,11 +56,15 @@ class _Pending:
 
 
 class Outbox:
-    def __init__(self, store: Store, *, resend_after: float, max_tries: int) -> None:
+    def __init__(
+        self, store: Store, *, resend_after: float, max_tries: int, window: float = 0.0
+    ) -> None:
         self.store = store
         self.resend_after = resend_after
         self.max_tries = max_tries
+        self.window = window
         self.pending: dict[int, _Pending] = {}
+        self._open: _Open | None = None
         self.counts = {"outbox/batches": 0, "outbox/sent": 0, "outbox/acked": 0,
                        "outbox/quarantined": 0}
         cursor = store.cursor("outbox")
@@ -54,19 +76,38 @@ class Outbox:
     def __len__(self) -> int:
         return len(self.pending)
 
-    def put(self, records: list[UrlRecord]) -> int:
-        """Keep a batch (in the open transaction); it is sent once that commits."""
-        self._seq += 1
-        self.store.put("outbox", U64.pack(self._seq), encode_records(records))
-        self.store.put("meta", b"outbox_seq", U64.pack(self._seq))
-        self.pending[self._seq] = _Pending()
-        self.counts["outbox/batches"] += 1
-        return self._seq
+    def put(self, records: list[UrlRecord], now: float) -> int:
+        """Keep records (in the open transaction) in the batch open since less than
+        ``window`` seconds, or in a new one; returns the batch's sequence number.
+        A batch is sent once its window has passed and its transaction committed."""
+        data = encode_records(records)
+        batch = self._open
+        if (
+            batch is not None and now < batch.closes
+            and batch.records + len(records) <= MAX_RECORDS
+            and len(batch.data) + len(data) <= MAX_BATCH_BYTES
+        ):
+            batch.data = concat_records(batch.data, data)
+            batch.records += len(records)
+        else:
+            self._seq += 1
+            batch = self._open = _Open(self._seq, now + self.window, data, len(records))
+            self.store.put("meta", b"outbox_seq", U64.pack(self._seq))
+            self.pending[self._seq] = _Pending()
+            self.counts["outbox/batches"] += 1
+        self.store.put("outbox", U64.pack(batch.seq), batch.data)
+        return batch.seq
 
     def due(self, now: float) -> list[tuple[int, bytes]]:
-        """Batches to send now: never sent, or unacknowledged past their resend time."""
+        """Batches to send now: never sent, or unacknowledged past their resend time.
+
+        The open batch is closed and sent once its window has passed."""
+        if self._open is not None and now >= self._open.closes:
+            self._open = None
         out = []
         for seq, entry in list(self.pending.items()):
+            if self._open is not None and seq == self._open.seq:
+                continue
             wait = min(self.resend_after * 2 ** max(entry.tries - 1, 0), MAX_RESEND)
             if entry.tries and now < entry.sent_at + wait:
                 continue
@@ -83,11 +124,14 @@ class Outbox:
         return out
 
     def next_due(self) -> float | None:
-        """When the earliest sent batch becomes due again (None: nothing waits)."""
+        """When the open batch closes or the earliest sent batch becomes due again
+        (None: nothing waits)."""
         times = [
             e.sent_at + min(self.resend_after * 2 ** max(e.tries - 1, 0), MAX_RESEND)
             for e in self.pending.values() if e.tries
         ]
+        if self._open is not None:
+            times.append(self._open.closes)
         return min(times) if times else None
 
     def ack(self, seq: int, part: int, parts: int) -> bool:

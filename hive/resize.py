@@ -416,7 +416,7 @@ class _Mover:
                             f"{src.path}: outbox batch {U64.unpack(key)[0]} is undecodable "
                             f"({exc}); see hive verify"
                         ) from exc
-                    outbox.put(records)
+                    outbox.put(records, self.now)
                     store.put("meta", marker + key, b"")
                     self.result.outbox_batches += 1
                 store.commit(self.now)

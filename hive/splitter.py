@@ -30,7 +30,6 @@ from hive.config import from_dict
 from hive.curve import Curve
 from hive.endpoints import Endpoints, pull, push
 from hive.lifecycle import Runner, die_with_parent, setup_logging
-from hive.record import UrlRecord
 from hive.ring import Ring
 
 log = logging.getLogger(__name__)
@@ -38,6 +37,8 @@ log = logging.getLogger(__name__)
 SUPERVISOR = wire.SUPERVISOR_ORIGIN
 DRAIN_PER_TURN = 1000
 RECEIVE_HWM = 10_000
+# Hosts whose owner is remembered (a ring lookup is a hash and a bisection); cleared when full.
+OWNER_CACHE = 100_000
 
 
 class Splitter:
@@ -45,6 +46,7 @@ class Splitter:
         self.endpoints = endpoints
         self.ring = ring
         self.overflow_limit = overflow
+        self._owners: dict[str, int] = {}
         self.counts = {"splitter/batches": 0, "splitter/parts": 0, "splitter/acks": 0,
                        "splitter/shed": 0, "splitter/bad": 0}
         self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
@@ -88,28 +90,40 @@ class Splitter:
 
     def route(self, frames: list[bytes]) -> None:
         try:
+            if frames and frames[0] == wire.KIND_BATCH:
+                self._split(*wire.decode_batch_routes(frames))
+                return
             message = wire.decode(frames)
         except wire.WireError as exc:
             self.counts["splitter/bad"] += 1
             log.warning("dropped a malformed message: %s", exc)
             return
-        if isinstance(message, wire.Batch):
-            self.counts["splitter/batches"] += 1
-            groups: dict[int, list[UrlRecord]] = {}
-            for host, records in wire.group_by_host(message.records).items():
-                groups.setdefault(self.ring.owner(host), []).extend(records)
-            parts = len(groups)
-            for part, (owner, records) in enumerate(sorted(groups.items())):
-                self.send(owner, wire.encode_admit(message.origin, message.seq, part, parts,
-                                                   records))
-                self.counts["splitter/parts"] += 1
-        elif isinstance(message, wire.Ack):
+        if isinstance(message, wire.Ack):
             self.counts["splitter/acks"] += 1
             self.send(message.origin, frames)
         else:
             self.counts["splitter/bad"] += 1
             log.warning("dropped a %s message: the splitter routes batches and acks",
                         type(message).__name__)
+
+    def _split(self, origin: int, seq: int, routes: list[tuple[str, bytes]]) -> None:
+        """Cut a batch into one ADMIT per owner, its records passed on as bytes."""
+        self.counts["splitter/batches"] += 1
+        groups: dict[int, list[bytes]] = {}
+        for host, data in routes:
+            groups.setdefault(self._owner(host), []).append(data)
+        parts = len(groups)
+        for part, (owner, records) in enumerate(sorted(groups.items())):
+            self.send(owner, wire.encode_admit_data(origin, seq, part, parts, records))
+            self.counts["splitter/parts"] += 1
+
+    def _owner(self, host: str) -> int:
+        owner = self._owners.get(host)
+        if owner is None:
+            if len(self._owners) >= OWNER_CACHE:
+                self._owners.clear()
+            owner = self._owners[host] = self.ring.owner(host)
+        return owner
 
     def loop_once(self, now: float) -> float:
         """Route what has arrived, flush the overflow; returns the seconds to wait at most."""

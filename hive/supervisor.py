@@ -242,7 +242,7 @@ class Supervisor:
                 continue
             records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
         for i in range(0, len(records), SEED_BATCH):
-            self.outbox.put(records[i : i + SEED_BATCH])
+            self.outbox.put(records[i : i + SEED_BATCH], now)
         self.store.commit(now)
         return len(records), refused
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -211,16 +211,70 @@ def encode_records(records: Sequence[UrlRecord]) -> bytes:
     for record, data in zip(records, encoded, strict=True):
         if data.count(b"\0", _RECORD_HEAD_SIZE) != 2 or not record.url or not record.host_key:
             raise WireError("bad_record", repr(record))
-    lengths = map(_U32.pack, map(len, encoded))
-    chunks = chain.from_iterable(zip(lengths, encoded, strict=True))
-    frame = _U32.pack(len(encoded)) + b"".join(chunks)
+    frame = _frame(encoded)
     if len(frame) > MAX_FRAME_BYTES:
         raise WireError("frame_too_large", f"{len(frame)} bytes")
     return frame
 
 
+def concat_records(first: bytes, second: bytes) -> bytes:
+    """One records frame holding the records of two (each made by :func:`encode_records`)."""
+    (count,) = _U32.unpack_from(first)
+    (more,) = _U32.unpack_from(second)
+    return _U32.pack(count + more) + first[_U32.size :] + second[_U32.size :]
+
+
 def decode_records(frame: bytes) -> list[UrlRecord]:
     """Inverse of :func:`encode_records`; raises :class:`WireError` if malformed."""
+    decode_record = UrlRecord.decode
+    records: list[UrlRecord] = []
+    for pos, data in _framed(frame):
+        try:
+            records.append(decode_record(data))
+        except ValueError as exc:
+            raise WireError("bad_record", f"at {pos}: {exc}") from exc
+    return records
+
+
+def decode_batch_routes(frames: Sequence[bytes]) -> tuple[int, int, list[tuple[str, bytes]]]:
+    """A BATCH's origin, seq and each record's (host key, bytes): what the splitter needs
+    to cut a batch by owner, every record checked as :func:`decode_records` would but
+    none built into an object. Raises :class:`WireError` if malformed."""
+    if len(frames) != 3 or frames[0] != KIND_BATCH:
+        raise WireError("bad_frames", "expected a BATCH of 3 frames")
+    if len(frames[2]) > MAX_FRAME_BYTES:
+        raise WireError("frame_too_large", f"{len(frames[2])} bytes")
+    origin, seq = _unpack(_BATCH_HEAD, frames[1])
+    routes = []
+    for pos, data in _framed(frames[2]):
+        parts = data[_RECORD_HEAD_SIZE:].split(b"\0")
+        if len(data) < _RECORD_HEAD_SIZE or len(parts) != 3 or not parts[0] or not parts[1]:
+            raise WireError("bad_record", f"at {pos}: expected url, host key and via")
+        try:
+            data[_RECORD_HEAD_SIZE:].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError("bad_record", f"at {pos}: {exc}") from exc
+        routes.append((parts[1].decode("utf-8"), data))
+    return origin, seq, routes
+
+
+def encode_admit_data(
+    origin: int, seq: int, part: int, parts: int, records: Sequence[bytes]
+) -> list[bytes]:
+    """An ADMIT of records already in byte form (from :func:`decode_batch_routes`)."""
+    return [KIND_ADMIT, _part_head(origin, seq, part, parts), _frame(records)]
+
+
+def _frame(records: Sequence[bytes]) -> bytes:
+    """A records frame: the count, then each record's length and bytes."""
+    lengths = map(_U32.pack, map(len, records))
+    chunks = chain.from_iterable(zip(lengths, records, strict=True))
+    return _U32.pack(len(records)) + b"".join(chunks)
+
+
+def _framed(frame: bytes) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of each record of a records frame; raises :class:`WireError`
+    if the framing is malformed (checked before anything is yielded)."""
     end = len(frame)
     if end < _U32.size:
         raise WireError("truncated", "no record count")
@@ -230,8 +284,7 @@ def decode_records(frame: bytes) -> list[UrlRecord]:
     if count * _U32.size > end - _U32.size:
         raise WireError("truncated", f"{count} records cannot fit in {end} bytes")
     unpack_from = _U32.unpack_from
-    decode_record = UrlRecord.decode
-    records: list[UrlRecord] = []
+    spans = []
     pos = _U32.size
     for _ in range(count):
         if pos + _U32.size > end:
@@ -240,26 +293,12 @@ def decode_records(frame: bytes) -> list[UrlRecord]:
         pos += _U32.size
         if pos + size > end:
             raise WireError("truncated", f"record of {size} bytes at {pos}")
-        try:
-            records.append(decode_record(frame[pos : pos + size]))
-        except ValueError as exc:
-            raise WireError("bad_record", f"at {pos}: {exc}") from exc
+        spans.append((pos, pos + size))
         pos += size
     if pos != end:
         raise WireError("trailing_bytes", f"{end - pos} bytes after {count} records")
-    return records
-
-
-def group_by_host(records: Iterable[UrlRecord]) -> dict[str, list[UrlRecord]]:
-    """Records grouped by host key, hosts in order of first appearance, records in order."""
-    groups: dict[str, list[UrlRecord]] = {}
-    for record in records:
-        group = groups.get(record.host_key)
-        if group is None:
-            groups[record.host_key] = [record]
-        else:
-            group.append(record)
-    return groups
+    for start, stop in spans:
+        yield start, frame[start:stop]
 
 
 def _check_int(name: str, value: int, high: int) -> None:

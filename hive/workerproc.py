@@ -71,7 +71,7 @@ class WorkerProcess:
         )
         self.outbox = Outbox(
             self.worker.frontier.store, resend_after=self.cfg.hive.resend_after,
-            max_tries=self.cfg.hive.max_tries,
+            max_tries=self.cfg.hive.max_tries, window=self.cfg.hive.outbox_window,
         )
         self.poller = zmq.Poller()
         self.poller.register(self.inbox, zmq.POLLIN)
@@ -80,8 +80,8 @@ class WorkerProcess:
                  self.worker_id, self.worker.frontier.pending, len(self.outbox))
 
     def _links(self, records: list[UrlRecord], now: float) -> None:
-        """Keep a finished page's links in the outbox (one batch), to go to the splitter."""
-        self.outbox.put(records)
+        """Keep a finished page's links in the outbox, to go to the splitter."""
+        self.outbox.put(records, now)
 
     def _handle(self, frames: list[bytes], now: float, acks: list[list[bytes]]) -> None:
         try:

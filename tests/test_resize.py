@@ -116,7 +116,7 @@ def build(data: Path, procs: int) -> None:
             now += 1.1
         drain(f, now)
         outbox = Outbox(f.store, resend_after=1.0, max_tries=3)
-        outbox.put([rec(f"http://link{i}-{j}.test/") for j in range(3)])
+        outbox.put([rec(f"http://link{i}-{j}.test/") for j in range(3)], 0.0)
         f.commit(now)
         f.store.abandon()
     record_ring(data, owners)

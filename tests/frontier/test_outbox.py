@@ -17,7 +17,7 @@ def records(n: int) -> list[UrlRecord]:
 def test_acknowledged_in_parts_then_gone(tmp_path: Path) -> None:
     store = Store(tmp_path, sync_interval=0.0)
     outbox = Outbox(store, resend_after=5.0, max_tries=3)
-    seq = outbox.put(records(4))
+    seq = outbox.put(records(4), 0.0)
     store.commit(0.0)
     (sent_seq, data), = outbox.due(0.0)
     assert sent_seq == seq and list(decode_records(data)) == records(4)
@@ -33,7 +33,7 @@ def test_acknowledged_in_parts_then_gone(tmp_path: Path) -> None:
 def test_resent_with_backoff_then_quarantined(tmp_path: Path) -> None:
     store = Store(tmp_path, sync_interval=0.0)
     outbox = Outbox(store, resend_after=5.0, max_tries=3)
-    seq = outbox.put(records(2))
+    seq = outbox.put(records(2), 0.0)
     sends = [now for now in (0.0, 4.9, 5.0, 9.9, 15.0, 40.0) if outbox.due(now)]
     assert sends == [0.0, 5.0, 15.0]
     assert outbox.due(100.0) == []
@@ -46,8 +46,8 @@ def test_resent_with_backoff_then_quarantined(tmp_path: Path) -> None:
 def test_reopen_sends_everything_again(tmp_path: Path) -> None:
     store = Store(tmp_path, sync_interval=0.0)
     outbox = Outbox(store, resend_after=5.0, max_tries=3)
-    first = outbox.put(records(1))
-    outbox.put(records(2))
+    first = outbox.put(records(1), 0.0)
+    outbox.put(records(2), 0.0)
     store.commit(0.0)
     outbox.due(0.0)
     outbox.ack(first, 0, 1)
@@ -56,8 +56,37 @@ def test_reopen_sends_everything_again(tmp_path: Path) -> None:
     store = Store(tmp_path, sync_interval=0.0)
     outbox = Outbox(store, resend_after=5.0, max_tries=3)
     assert [seq for seq, _ in outbox.due(0.0)] == [first + 1]
-    assert outbox.put(records(1)) == first + 2, "sequence numbers are never reused"
+    assert outbox.put(records(1), 0.0) == first + 2, "sequence numbers are never reused"
     store.close(0.0)
+
+
+def test_pages_within_the_window_share_one_batch_sent_when_it_closes(tmp_path: Path) -> None:
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3, window=0.05)
+    first, second = records(5)[:2], records(5)[2:]
+    seq = outbox.put(first, 10.0)
+    assert outbox.put(second, 10.04) == seq, "within the window: the same batch"
+    store.commit(10.04)
+    assert outbox.due(10.04) == [], "the open batch waits for its window"
+    assert outbox.next_due() == 10.05
+    (sent_seq, data), = outbox.due(10.05)
+    assert sent_seq == seq and decode_records(data) == records(5)
+    assert outbox.put(records(1), 10.06) == seq + 1, "a closed batch takes no more"
+    store.close(10.06)
+
+
+def test_a_crash_inside_the_window_keeps_what_was_committed(tmp_path: Path) -> None:
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3, window=1.0)
+    seq = outbox.put(records(2), 0.0)
+    store.commit(0.0)
+    outbox.put(records(4)[2:], 0.5)
+    store.abandon()
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3, window=1.0)
+    (sent_seq, data), = outbox.due(0.6)
+    assert sent_seq == seq and decode_records(data) == records(2), "the uncommitted part is gone"
+    store.close(0.6)
 
 
 def test_recent_links_remember_between_half_and_all_of_their_size() -> None:

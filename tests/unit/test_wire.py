@@ -33,7 +33,6 @@ from hive.wire import (
     encode_command,
     encode_records,
     encode_stats,
-    group_by_host,
 )
 
 U32 = struct.Struct(">I")
@@ -111,6 +110,12 @@ def test_a_kept_records_frame_is_sent_as_is() -> None:
         encode_batch_data(SUPERVISOR_ORIGIN + 1, 5, data)
     with pytest.raises(WireError, match="truncated"):
         wire.decode_records(data[:-1])
+
+
+def test_concatenated_records_frames_hold_both() -> None:
+    joined = wire.concat_records(encode_records(RECORDS[:1]), encode_records(RECORDS[1:]))
+    assert joined == encode_records(RECORDS)
+    assert wire.concat_records(encode_records([]), joined) == joined
 
 
 def test_messages_are_frozen() -> None:
@@ -376,6 +381,7 @@ def frame_lists() -> st.SearchStrategy[list[bytes]]:
 @settings(max_examples=400, deadline=None)
 @given(frames=frame_lists())
 def test_decode_of_arbitrary_frames_raises_only_wire_error(frames: list[bytes]) -> None:
+    assert_routes_agree(frames)
     try:
         message = decode(frames)
     except WireError:
@@ -401,6 +407,7 @@ def test_decode_of_corrupted_messages_raises_only_wire_error(
     elif at < len(frame):
         del frame[at]
     frames[i] = bytes(frame)
+    assert_routes_agree(frames)
     try:
         message = decode(frames)
     except WireError:
@@ -408,21 +415,32 @@ def test_decode_of_corrupted_messages_raises_only_wire_error(
     assert isinstance(message, Batch | Admit | Ack | Stats | Command)
 
 
-# --- grouping ----------------------------------------------------------------------------------
+def assert_routes_agree(frames: list[bytes]) -> None:
+    """The splitter's reading of a BATCH refuses exactly what decode refuses, and routes
+    each record by its host key, passing its bytes on unchanged."""
+    try:
+        batch = decode(frames)
+    except WireError:
+        batch = None
+    try:
+        origin, seq, routes = wire.decode_batch_routes(frames)
+    except WireError:
+        assert not isinstance(batch, Batch)
+        return
+    assert isinstance(batch, Batch)
+    assert (origin, seq) == (batch.origin, batch.seq)
+    assert [host for host, _ in routes] == [r.host_key for r in batch.records]
+    admit = decode(wire.encode_admit_data(origin, seq, 0, 1, [data for _, data in routes]))
+    assert admit == Admit(origin, seq, 0, 1, batch.records)
 
 
-def test_group_by_host_keeps_first_appearance_and_record_order() -> None:
-    a1, b1, a2, c1, b2 = (
-        rec("http://a/1", "http://a"),
-        rec("http://b/1", "http://b"),
-        rec("http://a/2", "http://a"),
-        rec("http://c/1", "http://c"),
-        rec("http://b/2", "http://b"),
-    )
-    groups = group_by_host([a1, b1, a2, c1, b2])
-    assert list(groups) == ["http://a", "http://b", "http://c"]
-    assert groups == {"http://a": [a1, a2], "http://b": [b1, b2], "http://c": [c1]}
-    assert group_by_host([]) == {}
+def test_the_splitter_routes_a_batch_without_decoding_its_records() -> None:
+    assert_routes_agree(encode_batch(7, 9, RECORDS))
+    assert_routes_agree(encode_batch(7, 9, []))
+    bad = records_frame(b"\0\0\0\0\0\0url-without-host")
+    assert_routes_agree([b"BATCH", encode_batch(7, 9, [])[1], bad])
+    with pytest.raises(WireError, match="bad_frames"):
+        wire.decode_batch_routes(encode_ack(1, 2, 0, 1))
 
 
 def test_json_frames_are_compact_utf8() -> None:
