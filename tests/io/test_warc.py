@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from hive.warc import (
     WarcWriter,
     gzip_member,
     http_head,
+    record_id,
     recover,
     rewrite_transfer_encoding,
     sha1_digest,
@@ -184,7 +186,7 @@ def test_records_read_back_as_written(written: Path) -> None:
 
 
 def test_rotation_by_size_and_sequence(tmp_path: Path) -> None:
-    with WarcWriter(tmp_path, "hive-07", 3000, 2, "hive/test", now=clock) as writer:
+    with WarcWriter(tmp_path, "hive-07", 2000, 2, "hive/test", now=clock) as writer:
         where = [writer.write_exchange(**exchange(n)) for n in range(7)]
         stats = writer.stats()
     files = warc_files(tmp_path)
@@ -426,3 +428,13 @@ def test_pure_helpers() -> None:
     record = warc_record([("WARC-Type", "resource")], b"abc")
     assert record == b"WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n"
     assert zlib.decompress(gzip_member(record, 2), 31) == record
+
+
+def test_record_ids_are_distinct_version_4_uuids() -> None:
+    ids = [record_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    for value in ids[:100]:
+        assert value.startswith("<urn:uuid:") and value.endswith(">")
+        parsed = uuid.UUID(value[10:-1])
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == value[10:-1]
