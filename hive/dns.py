@@ -72,6 +72,8 @@ Resolver = Callable[[str, float], tuple[list[str], float | None]]
 IPAddress = IPv4Address | IPv6Address
 
 HOSTS_FILE = Path("/etc/hosts")
+# Addresses whose guard verdict is remembered; the memory is cleared when full.
+GUARD_CACHE = 4096
 
 
 class DnsFailure(HiveError):
@@ -100,6 +102,8 @@ class Resolution:
 
 def _ip_literal(host: str) -> IPAddress | None:
     text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" not in text and not text.replace(".", "").isdigit():
+        return None  # a name: ipaddress takes only dotted decimal IPv4, and IPv6 has a colon
     try:
         return ipaddress.ip_address(text)
     except ValueError:
@@ -400,6 +404,7 @@ class AddressGuard:
 
     def __init__(self, allow_private: bool, allow_nets: list[str]) -> None:
         self._allow_private = allow_private
+        self._verdicts: dict[str, str | None] = {}
         self._allow_nets: list[IPv4Network | IPv6Network] = []
         for spec in allow_nets:
             try:
@@ -415,7 +420,19 @@ class AddressGuard:
         return any(a in net for a in addresses for net in self._allow_nets)
 
     def check(self, address: str) -> str | None:
-        """None if ``address`` may be contacted, else why not (naming the address)."""
+        """None if ``address`` may be contacted, else why not (naming the address).
+
+        Verdicts are remembered per address (a crawl contacts few): they never change."""
+        try:
+            return self._verdicts[address]
+        except KeyError:
+            pass
+        if len(self._verdicts) >= GUARD_CACHE:
+            self._verdicts.clear()
+        verdict = self._verdicts[address] = self._check(address)
+        return verdict
+
+    def _check(self, address: str) -> str | None:
         text = address.strip()
         ip = _ip_literal(text)
         if ip is None:

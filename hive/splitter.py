@@ -28,7 +28,7 @@ import zmq
 from hive import wire
 from hive.config import from_dict
 from hive.curve import Curve
-from hive.endpoints import Endpoints, pull, push
+from hive.endpoints import Endpoints, incoming, pull, push
 from hive.lifecycle import Runner, die_with_parent, setup_logging
 from hive.ring import Ring
 
@@ -127,11 +127,7 @@ class Splitter:
 
     def loop_once(self, now: float) -> float:
         """Route what has arrived, flush the overflow; returns the seconds to wait at most."""
-        for _ in range(DRAIN_PER_TURN):
-            try:
-                frames = self.inbox.recv_multipart(flags=zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        for frames in incoming(self.inbox, DRAIN_PER_TURN):
             self.route(frames)
         self.flush()
         return 0.0 if any(self.overflow.values()) else 0.2

@@ -27,7 +27,7 @@ import zmq
 
 from hive import wire
 from hive.config import Config, from_dict
-from hive.endpoints import Endpoints, pull, push
+from hive.endpoints import Endpoints, incoming, pull, push
 from hive.lifecycle import (
     Lock,
     Runner,
@@ -115,11 +115,7 @@ class WorkerProcess:
 
     def loop_once(self, now: float) -> float:
         acks: list[list[bytes]] = []
-        for _ in range(DRAIN_PER_TURN):
-            try:
-                frames = self.inbox.recv_multipart(flags=zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        for frames in incoming(self.inbox, DRAIN_PER_TURN):
             self._handle(frames, now, acks)
         if acks:
             self.worker.frontier.commit(now)

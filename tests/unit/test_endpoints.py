@@ -20,6 +20,7 @@ from hive.endpoints import (
     SUN_PATH_MAX,
     Endpoints,
     RunDirError,
+    incoming,
     is_local,
     make_run_dir,
     pull,
@@ -355,3 +356,22 @@ def test_ipv6_addresses_bind_and_connect() -> None:
             sock.close(linger=0)
     finally:
         context.term()
+
+
+def test_incoming_takes_what_waits_up_to_its_limit_and_never_blocks() -> None:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    inbox, sender = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    try:
+        inbox.bind("inproc://incoming")
+        sender.connect("inproc://incoming")
+        assert list(incoming(inbox, 10)) == []
+        for i in range(5):
+            sender.send_multipart([b"m", bytes([i])])
+        assert inbox.poll(2000)
+        first = list(incoming(inbox, 3))
+        assert first == [[b"m", bytes([i])] for i in range(3)]
+        assert list(incoming(inbox, 10)) == [[b"m", b"\x03"], [b"m", b"\x04"]]
+    finally:
+        inbox.close(linger=0)
+        sender.close(linger=0)
+        ctx.term()
