@@ -213,7 +213,7 @@ def run(
         f.store.env = replay
     flags = f.store.env.flags()
     now = 1000.0
-    f.commit(now)  # the next transaction is the first one measured (and, with raw, recorded)
+    f.store.commit(now)  # the next transaction is the first one measured (with raw, recorded)
     clocks = {phase: Clock() for phase in PHASES}
     ops = {"admit": -f.store.ops}
     for n, batch in enumerate(batches(args.urls, args.hosts, args.batch)):
