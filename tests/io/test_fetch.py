@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import gzip
+import http.client
+import io
 import socket
 import ssl
 import threading
@@ -19,10 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hive import fetch as fetch_module
 from hive.config import load
-from hive.fetch import Fetcher, FetchResult, decode_body, parse_retry_after
+from hive.fetch import (
+    Fetcher,
+    FetchResult,
+    Headers,
+    decode_body,
+    parse_retry_after,
+    read_header_lines,
+)
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
 
@@ -541,3 +552,45 @@ def test_https_uses_the_url_host_for_sni_and_the_certificate(
 def test_https_with_an_unknown_ca_is_tls(tls_server: Server, make_fetcher: Any) -> None:
     result = make_fetcher().fetch(f"https://site.test:{tls_server.port}/", "127.0.0.1")
     assert result.outcome == "tls" and "certificate verify failed" in result.message
+
+
+# --- the header block, parsed without the email package ------------------------------------
+
+FIELD_NAME = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_", min_size=1,
+                     max_size=20)
+FIELD_VALUE = st.text(st.characters(min_codepoint=0x21, max_codepoint=0xFF,
+                                    blacklist_characters="\x7f"), max_size=30).map(
+    lambda v: v.replace(":", ";")
+)
+WORD = FIELD_VALUE.filter(bool)
+FIELDS = st.lists(
+    st.tuples(FIELD_NAME, st.one_of(st.just(""), WORD, st.tuples(WORD, WORD).map(" ".join))),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FIELDS, st.sampled_from([b"\r\n", b"\n"]), st.sampled_from(["", " ", "  "]))
+def test_headers_read_as_http_client_reads_them(
+    fields: list[tuple[str, str]], newline: bytes, space: str
+) -> None:
+    block = b"".join(f"{n}:{space}{v}".encode("latin-1") + newline for n, v in fields) + newline
+    ours = Headers(read_header_lines(io.BytesIO(block)))
+    theirs = http.client.parse_headers(io.BytesIO(block))
+    assert ours.items() == theirs.items()
+    for name, _ in fields:
+        for spelled in (name, name.lower(), name.upper()):
+            assert ours.get(spelled) == theirs.get(spelled)
+    assert ours.get("no-such-field") is None and ours.get("no-such-field", "x") == "x"
+
+
+def test_header_block_limits_and_odd_lines() -> None:
+    folded = Headers(read_header_lines(io.BytesIO(
+        b"X-A: one\r\n  two\r\nno colon here\r\nX-B:\tb \r\n\r\nbody"
+    )))
+    assert folded.items() == [("X-A", "one two"), ("X-B", "b")]
+    with pytest.raises(http.client.LineTooLong):
+        read_header_lines(io.BytesIO(b"X: " + b"a" * 70_000 + b"\r\n\r\n"))
+    with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
+        read_header_lines(io.BytesIO(b"X: a\r\n" * 101 + b"\r\n"))
+    assert read_header_lines(io.BytesIO(b"X: a\r\n" * 100 + b"\r\n"))[-1] == b"X: a\r\n"
