@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_string = json.encoder.encode_basestring
 
 
 class CrawlLog:
@@ -40,13 +40,14 @@ class CrawlLog:
         depth: int = 0,
         message: str = "",
     ) -> None:
-        entry: dict[str, object] = {
-            "t": round(now, 3), "outcome": outcome, "status": status, "bytes": size,
-            "dl": round(download, 4), "url": url, "via": via, "depth": depth,
-        }
-        if message:
-            entry["msg"] = message
-        line = _ENCODER.encode(entry) + "\n"
+        # json.dumps of the same dict, spelled out: a line per page is worth the care.
+        line = (
+            f'{{"t": {round(now, 3)!r}, "outcome": {_string(outcome)}, '
+            f'"status": {"null" if status is None else int(status)}, "bytes": {int(size)}, '
+            f'"dl": {round(download, 4)!r}, "url": {_string(url)}, "via": {_string(via)}, '
+            f'"depth": {int(depth)}'
+            + (f', "msg": {_string(message)}}}\n' if message else "}\n")
+        )
         self._file.write(line)
         self._size += len(line)
         self.lines += 1
