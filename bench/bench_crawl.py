@@ -172,6 +172,7 @@ def children_cpu() -> float:
 
 
 def write_config(sections: dict[str, dict[str, Any]], path: Path) -> None:
+    """The default configuration with ``sections`` replaced, as a TOML file."""
     cfg = config.load(environ={}).replace(**sections)
     lines = []
     for section, values in cfg.to_dict().items():

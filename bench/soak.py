@@ -80,9 +80,9 @@ from typing import Any
 
 import lmdb
 import psutil
+from bench_crawl import write_config
 from chaos import as_received, received
 
-from hive import config
 from hive.control import ControlClient
 from hive.endpoints import Endpoints
 from hive.errors import ControlError
@@ -234,16 +234,6 @@ class Sampler:
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
-
-
-def write_config(sections: dict[str, dict[str, Any]], path: Path) -> None:
-    """The default configuration with ``sections`` replaced, as a TOML file."""
-    cfg = config.load(environ={}).replace(**sections)
-    lines = []
-    for section, values in cfg.to_dict().items():
-        lines.append(f"[{section}]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
-    path.write_text("\n".join(lines) + "\n")
 
 
 def progress(seconds: float, taken: list[Sample], totals: dict[str, float]) -> None:
