@@ -329,7 +329,7 @@ def verify(data_dir: Path, limit: int) -> None:
 def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
          data_dir: Path | None) -> None:
     """Serve a synthetic web on loopback and crawl it with the real hive."""
-    from hive.testweb import Web, WebProcess, politeness_violations
+    from hive.testweb import Web, WebProcess, as_received, politeness_violations, received
 
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="hive-demo-"))
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -349,7 +349,8 @@ def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
         requests = server.requests
     gaps = dict.fromkeys(web.names, delay)
     gaps.update(web.crawl_delay)
-    violations = politeness_violations(requests, gaps, tolerance=0.01)
+    timed = as_received(requests, received(data_dir / "logs"))
+    violations = politeness_violations(timed, gaps, tolerance=0.01)
     fetched = supervisor.totals()["frontier/done/ok"]
     click.echo(f"fetched {fetched:.0f} pages in {elapsed:.1f}s ({fetched / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")

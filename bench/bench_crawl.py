@@ -59,7 +59,7 @@ in scope), one with a BOM.
   request that starts while another to its host is in flight, or sooner than
   the gap after the last one ended. For hive rows a response ends at the
   earlier of the server's stamp and the time hive's crawl log says it had the
-  response (``chaos.as_received``): a busy server stamps late, never early;
+  response (``hive.testweb.as_received``): a busy server stamps late, never early;
 - ``robots``: robots.txt violations, requests for a URL robots.txt disallows
   (``Web.disallowed_urls``: private pages, every page of the robots-500 host),
   and page requests to a host whose last robots.txt answer was 429 or 5xx (bare
@@ -92,10 +92,17 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from chaos import as_received, received
 
 from hive import config
-from hive.testweb import Request, Web, WebProcess, duplicates, politeness_violations
+from hive.testweb import (
+    Request,
+    Web,
+    WebProcess,
+    as_received,
+    duplicates,
+    politeness_violations,
+    received,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -333,7 +340,7 @@ def measure(kind: str, label: str, procs: int, child: Child, server: WebProcess,
     pages = [r for r in requests if r.method == "GET" and r.path != "/robots.txt"]
     rate = steady_rate(r.end for r in pages)
     # A busy server stamps a response's end late; hive's crawl log says when it had it.
-    timed = as_received(requests, received(server.log.parent / "data")) if kind == "hive" \
+    timed = as_received(requests, received(server.log.parent / "data" / "logs")) if kind == "hive" \
         else requests
     notes = [f"timed out after {child.seconds:.0f}s"] if child.timed_out else []
     reason = child.report.get("finish_reason")

@@ -39,7 +39,6 @@ runs a short version of it in the suite.
 from __future__ import annotations
 
 import argparse
-import bisect
 import dataclasses
 import json
 import os
@@ -49,8 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,14 +59,20 @@ import psutil
 from hive.control import ControlClient
 from hive.endpoints import Endpoints
 from hive.errors import ControlError
-from hive.testweb import Request, Web, WebProcess, duplicates, politeness_violations
+from hive.testweb import (
+    Web,
+    WebProcess,
+    as_received,
+    duplicates,
+    politeness_violations,
+    received,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.2"
 SUPERVISOR = "supervisor"
 BATCH_ENDED = "the batch ended"
 TOLERANCE = 0.01
-LOG_ROUNDING = 0.001
 POLL = 0.05
 
 T = TypeVar("T")
@@ -153,39 +158,6 @@ def poll(predicate: Callable[[], T | None], deadline: float, what: str) -> T:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(POLL)
-
-
-def received(data: Path) -> dict[str, list[float]]:
-    """When the hive had each response, from its crawl logs: URL -> sorted times.
-
-    A line cut by a kill (and continued by the restarted worker) is skipped.
-    """
-    times: dict[str, list[float]] = defaultdict(list)
-    for path in (data / "logs").glob("crawl-*.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            times[entry["url"]].append(float(entry["t"]))
-    for values in times.values():
-        values.sort()
-    return times
-
-
-def as_received(requests: Iterable[Request], times: Mapping[str, list[float]]) -> list[Request]:
-    """The server's log, each response ending when the hive had it if that came first.
-
-    A request's response is the first one the hive had at or after the request
-    started (the crawl log rounds times to the millisecond).
-    """
-    out = []
-    for request in requests:
-        seen = times.get(request.url, [])
-        i = bisect.bisect_left(seen, request.start - LOG_ROUNDING)
-        end = min(request.end, seen[i]) if i < len(seen) else request.end
-        out.append(dataclasses.replace(request, end=end))
-    return out
 
 
 def _gone(pid: int) -> bool:
@@ -357,7 +329,7 @@ def run(work: Path, params: Params,
         params=params, work=work, kills=kills, restarts=crawl.runs - 1,
         in_scope=len(in_scope), pages=len(in_scope & fetched), lost=sorted(in_scope - fetched),
         twice=duplicates(requests),
-        violations=politeness_violations(as_received(requests, received(crawl.data)), gaps,
+        violations=politeness_violations(as_received(requests, received(crawl.data / "logs")), gaps,
                                          tolerance=TOLERANCE),
         server_violations=politeness_violations(requests, gaps, tolerance=TOLERANCE),
         forbidden=sorted(fetched & disallowed),

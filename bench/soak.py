@@ -81,13 +81,21 @@ from typing import Any
 import lmdb
 import psutil
 from bench_crawl import write_config
-from chaos import as_received, received
 
 from hive.control import ControlClient
 from hive.endpoints import Endpoints
 from hive.errors import ControlError
 from hive.frontier.store import DB_NAMES, PENDING, url_key
-from hive.testweb import PRIVATE_PAGES, Request, Web, WebProcess, duplicates, politeness_violations
+from hive.testweb import (
+    PRIVATE_PAGES,
+    Request,
+    Web,
+    WebProcess,
+    as_received,
+    duplicates,
+    politeness_violations,
+    received,
+)
 from hive.urls import fingerprint, host_hash, host_key
 from hive.wire import decode_records
 
@@ -399,7 +407,7 @@ def report_crawl(web: Web, server: WebProcess, requests: list[Request], data: Pa
     lost = sorted(u for u in unfetched if key_of(u) not in pending)
     twice = sum(n - 1 for n in duplicates(requests).values())
     gaps = dict.fromkeys(web.names, delay)
-    violations = politeness_violations(as_received(requests, received(data)), gaps,
+    violations = politeness_violations(as_received(requests, received(data / "logs")), gaps,
                                        tolerance=TOLERANCE)
     by_server = politeness_violations(requests, gaps, tolerance=TOLERANCE)
     span = max(r.end for r in pages) - min(r.start for r in pages) if pages else 0.0

@@ -7,7 +7,8 @@ This module owns three things:
   :meth:`Web.in_scope_urls`, :meth:`Web.disallowed_urls`);
 - :func:`serve`, a threaded HTTP/1.1 server that routes by the ``Host`` header
   and records every request as a :class:`Request` (the request log);
-- checkers over a request log: :func:`politeness_violations`,
+- checkers over a request log: :func:`politeness_violations` (on the server's
+  stamps, or corrected by the crawl log with :func:`as_received`),
   :func:`duplicates` and :meth:`Web.strays`.
 
 **Names.** Normal hosts are ``h000.<domain>``, ``h001.<domain>`` … with pages
@@ -64,9 +65,11 @@ lines, and stops on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import argparse
+import bisect
 import calendar
 import codecs
 import contextlib
+import dataclasses
 import datetime
 import functools
 import json
@@ -102,6 +105,8 @@ HOSTILE_KINDS = (
 BOMB_INFLATED = 256 << 20
 ENDLESS_BYTES = 200 << 20
 STREAM_SECONDS = 60.0
+# The crawl log rounds its times to the millisecond.
+LOG_ROUNDING = 0.001
 DRIP_BYTES = 1000
 DRIP_INTERVAL = 0.5
 RATE_LIMIT_RETRY_AFTER = 2
@@ -605,6 +610,39 @@ def politeness_violations(
             if request.end > last.end:
                 last = request
     return violations
+
+
+def received(log_dir: Path) -> dict[str, list[float]]:
+    """When the crawler had each response, from hive's crawl logs in ``log_dir``: URL ->
+    sorted times. A line cut by a kill (and continued by a restarted worker) is skipped."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for path in log_dir.glob("crawl-*.jsonl"):
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            times[entry["url"]].append(float(entry["t"]))
+    for values in times.values():
+        values.sort()
+    return times
+
+
+def as_received(requests: Iterable[Request], times: Mapping[str, list[float]]) -> list[Request]:
+    """The request log, each response ending when the crawler had it if that came first.
+
+    A busy server stamps a response's end late, never early, so a politeness
+    check on the raw stamps sees gaps shorter than the crawler left. A
+    request's response is the first one the crawler had at or after the request
+    started (the crawl log rounds times to the millisecond).
+    """
+    out = []
+    for request in requests:
+        seen = times.get(request.url, [])
+        i = bisect.bisect_left(seen, request.start - LOG_ROUNDING)
+        end = min(request.end, seen[i]) if i < len(seen) else request.end
+        out.append(dataclasses.replace(request, end=end))
+    return out
 
 
 def duplicates(records: Iterable[Request]) -> dict[str, int]:

@@ -142,5 +142,5 @@ def test_a_curve_hive_crawls_serves_its_cli_and_ignores_strangers(
     assert {p: p.read_bytes() for p in key_files} == made
     assert sorted(p for p in endpoints.keys.rglob("*") if p.is_file()) == key_files
     assert "CURVE keys reused" in (hive.data / "logs" / "supervisor.log").read_text()
-    check_crawl(web)
+    check_crawl(web, data=hive.data)
     assert not refused & requested(web)

@@ -47,6 +47,6 @@ def test_disk_full_stops_then_resumes(tmp_path: Path, small_disk: Path) -> None:
         assert "storage error (is the disk full?)" in text, text[-3000:]
         subprocess.run(["mount", "-o", "remount,size=200m", str(small_disk)], check=True)
         finish(hive.start(2), timeout=180)
-        check_crawl(server, allowed_repeats=2 * 8)
+        check_crawl(server, allowed_repeats=2 * 8, data=hive.data)
         result = hive.run("verify")
         assert result.returncode == 0, result.stdout + result.stderr

@@ -22,7 +22,7 @@ import pytest
 
 from hive.config import Config
 from hive.frontier.store import Store
-from hive.testweb import Web, WebProcess, duplicates, politeness_violations
+from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations, received
 from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
 
 pytestmark = pytest.mark.slow
@@ -113,11 +113,15 @@ def web(tmp_path: Path) -> Iterator[WebProcess]:
         yield server
 
 
-def check_crawl(web: WebProcess, allowed_repeats: int = 0) -> None:
+def check_crawl(web: WebProcess, *, data: Path, allowed_repeats: int = 0) -> None:
+    """The crawl of ``web`` into ``data`` was polite, complete and fetched nothing twice
+    (beyond ``allowed_repeats``). A response ends when the hive had it, by its crawl log,
+    if the busy server stamped it later."""
     requests = web.requests
     gaps = dict.fromkeys(web.web.names, DELAY)
     gaps.update(web.web.crawl_delay)
-    assert politeness_violations(requests, gaps, tolerance=STAMP_SKEW) == []
+    timed = as_received(requests, received(data / "logs"))
+    assert politeness_violations(timed, gaps, tolerance=STAMP_SKEW) == []
     fetched = {r.url for r in requests if r.method == "GET"}
     missing = web.in_scope_urls() - fetched
     assert not missing, sorted(missing)[:5]
@@ -136,7 +140,7 @@ def test_four_workers_crawl_to_the_end(tmp_path: Path, web: WebProcess) -> None:
     second = hive.start(4)
     assert second.wait(timeout=60) != 0 and "in use" in output(second)
     finish(process)
-    check_crawl(web)
+    check_crawl(web, data=hive.data)
     assert hive.status() is None
     result = hive.run("status")
     assert result.returncode == 1 and "no hive is running" in result.stderr
@@ -159,7 +163,7 @@ def test_kill_a_worker_and_the_splitter(tmp_path: Path, web: WebProcess) -> None
     os.kill(splitter, signal.SIGKILL)
     wait_for(lambda: hive.pid("splitter") not in (None, splitter), timeout=30)
     finish(process)
-    check_crawl(web, allowed_repeats=2 * 8)
+    check_crawl(web, allowed_repeats=2 * 8, data=hive.data)
 
 
 def test_kill_the_supervisor_then_resume(tmp_path: Path, web: WebProcess) -> None:
@@ -173,7 +177,7 @@ def test_kill_the_supervisor_then_resume(tmp_path: Path, web: WebProcess) -> Non
                              psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                              for pid in children), timeout=10)
     finish(hive.start(2))
-    check_crawl(web, allowed_repeats=2 * 8)
+    check_crawl(web, allowed_repeats=2 * 8, data=hive.data)
     result = hive.run("verify")
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -189,7 +193,7 @@ def test_stop_then_start_fetches_nothing_twice(tmp_path: Path, web: WebProcess) 
     before = len(web.requests)
     finish(hive.start(2))
     assert len(web.requests) > before
-    check_crawl(web)
+    check_crawl(web, data=hive.data)
 
 
 def test_verify_fails_on_a_corrupt_store(tmp_path: Path, web: WebProcess) -> None:

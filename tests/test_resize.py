@@ -360,7 +360,7 @@ def test_crawl_with_three_then_five_then_two_workers(tmp_path: Path, web: WebPro
     assert status["resize"]["from"] == 5 and status["resize"]["to"] == 2
     assert len(status["resize"]["retired"]) == 3
     finish(process)
-    check_crawl(web)
+    check_crawl(web, data=hive.data)
     result = hive.run("verify")
     assert result.returncode == 0 and result.stdout.count(": ok") == 2, result.stdout
     assert len(list(hive.data.glob("worker-0[234].retired-*"))) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import http.client
+import json
 import re
 import selectors
 import signal
@@ -22,7 +23,16 @@ import protego
 import pytest
 
 from hive import testweb
-from hive.testweb import Request, Web, WebServer, duplicates, politeness_violations, serve
+from hive.testweb import (
+    Request,
+    Web,
+    WebServer,
+    as_received,
+    duplicates,
+    politeness_violations,
+    received,
+    serve,
+)
 from tests.conftest import wait_for
 
 ADDRESS = "127.0.0.2"
@@ -340,6 +350,26 @@ def test_politeness_violations_catch_overlap_and_short_gaps() -> None:
     assert "0.200s after" in message
     assert politeness_violations(short, {"b": 0.5}) == []
     assert politeness_violations(short, 0.5, tolerance=0.35) == []
+
+
+def test_responses_end_when_the_crawler_had_them_if_the_server_stamped_later(
+    tmp_path: Path,
+) -> None:
+    lines = [{"t": 1.01, "url": "http://a/x"}, {"t": 5.0, "url": "http://a/x"},
+             {"t": 2.9, "url": "http://a/y"}]
+    (tmp_path / "crawl-00.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + '{"t": 9, "url": "http://a/cut'
+    )
+    times = received(tmp_path)
+    assert times == {"http://a/x": [1.01, 5.0], "http://a/y": [2.9]}
+    late = req("a", 0.0, 1.5, "/x")
+    early = req("a", 2.0, 2.5, "/y")
+    again = req("a", 4.0, 4.5, "/x")
+    unknown = req("a", 6.0, 6.5, "/z")
+    timed = as_received([late, early, again, unknown], times)
+    assert [r.end for r in timed] == [1.01, 2.5, 4.5, 6.5]
+    assert politeness_violations([late, req("a", 2.0, 2.1, "/y")], 1.0) != []
+    assert politeness_violations(as_received([late, req("a", 2.0, 2.1, "/y")], times), 0.95) == []
 
 
 def test_duplicates_count_final_gets_only() -> None:
