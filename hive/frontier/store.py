@@ -87,7 +87,7 @@ class Store:
     """
 
     def __init__(
-        self, path: Path, *, map_size_mb: int = 64, txn_max_ops: int = 50_000,
+        self, path: Path, *, map_size_mb: int = 64, txn_max_ops: int = 5_000,
         sync_interval: float = 2.0,
     ) -> None:
         path.mkdir(parents=True, exist_ok=True)
