@@ -340,8 +340,9 @@ def measure(kind: str, label: str, procs: int, child: Child, server: WebProcess,
     pages = [r for r in requests if r.method == "GET" and r.path != "/robots.txt"]
     rate = steady_rate(r.end for r in pages)
     # A busy server stamps a response's end late; hive's crawl log says when it had it.
-    timed = as_received(requests, received(server.log.parent / "data" / "logs")) if kind == "hive" \
-        else requests
+    timed = requests
+    if kind == "hive":
+        timed = as_received(requests, received(server.log.parent / "data" / "logs"))
     notes = [f"timed out after {child.seconds:.0f}s"] if child.timed_out else []
     reason = child.report.get("finish_reason")
     if reason not in (None, "finished"):
