@@ -1,7 +1,12 @@
-"""Shared fixtures: the synthetic web on loopback and a polling wait."""
+"""Shared fixtures: the synthetic web on loopback, a polling wait, and the guarantee
+that no hive a test started outlives it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +17,19 @@ from hive import config
 from hive.testweb import Web, WebProcess
 
 WEB_ADDRESS = "127.0.0.2"
+# Every `hive start` a test launches, each in a process group of its own.
+LAUNCHED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def no_hive_outlives_its_test() -> Iterator[None]:
+    """Kill what is left of each hive a test started, whether it passed or failed."""
+    yield
+    while LAUNCHED:
+        process = LAUNCHED.pop()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:

@@ -59,11 +59,17 @@ def free_base_port(host: str, count: int) -> int:
 
 
 def handshake(monitor: zmq.Socket[Any], timeout: float = 5.0) -> str:
-    """Wait for the first handshake outcome a socket monitor reports: succeeded or failed."""
+    """Wait for the first handshake outcome a socket monitor reports: succeeded or failed.
+
+    A socket whose server is not listening yet keeps retrying its connection
+    and reports no outcome; the error names the events it saw instead.
+    """
     deadline = time.monotonic() + timeout
+    seen: list[str] = []
     while (left := deadline - time.monotonic()) > 0:
         if monitor.poll(int(left * 1000)):
             event = recv_monitor_message(monitor)["event"]
             if event in HANDSHAKE_OUTCOMES:
                 return HANDSHAKE_OUTCOMES[event]
-    raise AssertionError(f"no handshake outcome within {timeout}s")
+            seen.append(zmq.Event(event).name)
+    raise AssertionError(f"no handshake outcome within {timeout}s; saw {seen[-10:]}")

@@ -51,8 +51,10 @@ def record(web: WebProcess, name: str) -> UrlRecord:
     return UrlRecord(url, host_key(url), 0, hint=1)
 
 
-def send(endpoint: str, frames: list[bytes], keys: ClientKeys | None) -> str:
-    """Push ``frames`` to ``endpoint`` as a client with ``keys`` (else plain); how it went."""
+def send(endpoint: str, frames: list[bytes], keys: ClientKeys | None,
+         timeout: float = 5.0) -> str:
+    """Push ``frames`` (if any) to ``endpoint`` as a client with ``keys`` (else plain);
+    how its handshake went."""
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.LINGER, 0)
@@ -61,8 +63,9 @@ def send(endpoint: str, frames: list[bytes], keys: ClientKeys | None) -> str:
         if keys is not None:
             keys.apply(sock)
         sock.connect(endpoint)
-        sock.send_multipart(frames, flags=zmq.NOBLOCK)
-        return handshake(monitor)
+        if frames:
+            sock.send_multipart(frames, flags=zmq.NOBLOCK)
+        return handshake(monitor, timeout)
     finally:
         sock.disable_monitor()
         monitor.close(linger=0)
@@ -109,6 +112,12 @@ def test_a_curve_hive_crawls_serves_its_cli_and_ignores_strangers(
         to_worker = send(endpoints.worker(ring.owner(admit.host_key)),
                          wire.encode_admit(wire.SUPERVISOR_ORIGIN, 2**62, 0, 1, [admit]), keys)
         return to_splitter, to_worker, f"{batch.url} {admit.url}"
+
+    # A process is alive before it has opened its store and bound its inbox: wait until
+    # each inbox completes a handshake with the hive's key, so that a stranger's failed
+    # handshake below is a refusal, not a server still starting.
+    for endpoint in [endpoints.splitter, *(endpoints.worker(w) for w in range(PROCS))]:
+        assert send(endpoint, [], keys, timeout=60) == "succeeded", endpoint
 
     # Strangers: a plain socket, and a CURVE client that knows the server's key but not
     # the hive's client key. Their handshakes fail; then the hive's own key gets through.

@@ -23,7 +23,7 @@ import pytest
 from hive.config import Config
 from hive.frontier.store import Store
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations, received
-from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
+from tests.conftest import LAUNCHED, WEB_ADDRESS, crawl_config, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +66,9 @@ class Hive:
             self.command("start", "--procs", str(procs), "--data", str(self.data),
                          "--seeds", str(self.seeds), "--quiet", *extra),
             env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
         )
+        LAUNCHED.append(process)
         out.close()
         process.output = Path(out.name)  # type: ignore[attr-defined]
         return process
