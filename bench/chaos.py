@@ -19,8 +19,9 @@ ended. The batch then ends by itself, and the run is judged at the server and
 on disk:
 
 - every in-scope page was fetched (nothing lost) and no page robots.txt forbids;
-- pages fetched twice are at most the fetches in flight in the processes
-  killed: the fetch threads of each worker killed, all workers' for the
+- pages fetched twice are at most the leases held by the processes killed
+  (``max_leases``: per fetch thread, one fetching and one queued or fetched
+  but not yet committed) of each worker killed, all workers' for the
   supervisor (its children die with it), none for the splitter;
 - politeness held across every restart (``politeness_violations`` with the
   configured delay, 10 ms tolerance): a host whose fetch was in flight when its
@@ -67,6 +68,7 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
+from hive.worker import max_leases
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.2"
@@ -134,10 +136,10 @@ class Result:
     seconds: float
 
     @property
-    def in_flight_bound(self) -> int:
-        """Fetches that can be in flight in the processes killed (so fetched again at most)."""
+    def twice_bound(self) -> int:
+        """Leases a killed process can hold (so URLs fetched again, at most)."""
         workers = self.kills["worker"] + self.params.procs * self.kills[SUPERVISOR]
-        return self.params.threads * workers
+        return max_leases(self.params.threads) * workers
 
     @property
     def fetched_twice(self) -> int:
@@ -146,7 +148,7 @@ class Result:
     @property
     def ok(self) -> bool:
         return (self.verify_ok and not self.lost and not self.violations and not self.forbidden
-                and self.fetched_twice <= self.in_flight_bound)
+                and self.fetched_twice <= self.twice_bound)
 
 
 def poll(predicate: Callable[[], T | None], deadline: float, what: str) -> T:
@@ -346,9 +348,9 @@ def table(result: Result) -> str:
         ("restarts of hive start", str(result.restarts)),
         ("pages", f"{result.pages} of {result.in_scope} in scope"),
         ("lost", str(len(result.lost))),
-        ("fetched twice", f"{result.fetched_twice} (bound {result.in_flight_bound}: "
-                          f"{p.threads} threads x {kills['worker']} workers + {p.procs} x "
-                          f"{kills[SUPERVISOR]} supervisors killed)"),
+        ("fetched twice", f"{result.fetched_twice} (bound {result.twice_bound}: "
+                          f"{max_leases(p.threads)} leases x ({kills['worker']} workers + "
+                          f"{p.procs} x {kills[SUPERVISOR]} supervisors) killed)"),
         ("politeness violations", f"{len(result.violations)} ({len(result.server_violations)} "
                                   "by the server's end stamps alone)"),
         ("disallowed fetched", str(len(result.forbidden))),

@@ -4,9 +4,11 @@ The frontier thread is the only one that touches the frontier and its LMDB
 store (no locks around it). Each turn of ``loop_once(now)`` it applies the
 outcomes the fetch threads finished, hands discovered links to ``on_links``
 (standalone: admitted here; in the hive: the outbox to the splitter), leases
-URLs for idle threads, checks them against the host's robots.txt rules,
-commits once (group commit; a lease is on disk before its fetch starts), and
-only then dispatches the leases.
+URLs until each thread has one to fetch and one waiting (``max_leases``),
+checks them against the host's robots.txt rules, commits once (group commit;
+a lease is on disk before its fetch starts), and only then dispatches the
+leases. Busy threads do not wake it per page: a turn takes several finished
+fetches at once.
 
 A fetch thread does the I/O for one lease: DNS (cache, ``--resolve``
 overrides) → address guard → robots.txt or page request through the one
@@ -51,6 +53,13 @@ log = logging.getLogger(__name__)
 LinkSink = Callable[[list[UrlRecord], float], None]
 ROBOTS_CACHE_ENTRIES = 50_000
 IDLE_WAIT = 0.5
+# Up to one lease per fetch thread waits in the job queue behind the ones being fetched, so
+# that busy threads need no frontier turn per page: they wake the frontier thread only when
+# that backlog runs low, and it otherwise takes their finished fetches in batches, at least
+# every TURN_INTERVAL (one commit, one crawl-log flush and one wake-up for several pages).
+# A host's clock runs from when its response finished, so applying it later is no less polite.
+LEASES_PER_THREAD = 2
+TURN_INTERVAL = 0.01
 DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
@@ -68,6 +77,12 @@ class Fetched:
     refused_links: Counter[str] = field(default_factory=Counter)
     recent_links: int = 0
     rules: RobotsRules | None = None
+
+
+def max_leases(threads: int) -> int:
+    """Leases a worker with ``threads`` fetch threads holds at most: fetching, queued, or
+    fetched and not yet applied (so fetched again after a kill -9, at most)."""
+    return threads * LEASES_PER_THREAD
 
 
 def hostname(key: str) -> str:
@@ -115,6 +130,8 @@ class Worker:
         self.cfg = cfg
         self.worker_id = worker_id
         self.threads = cfg.fetch.threads
+        self.max_leases = max_leases(self.threads)
+        self._low_water = (self.threads + 1) // 2
         self.frontier = Frontier.from_config(directory, cfg, rng=rng, now=time.time())
         self.dns = DnsCache.from_config(cfg.dns, resolver)
         self.guard = AddressGuard.from_config(cfg.dns)
@@ -196,7 +213,7 @@ class Worker:
         self._apply_results(now)
         dispatch: list[Lease] = []
         wake_at: float | None = None
-        while not self.stopping and self.in_flight + len(dispatch) < self.threads:
+        while not self.stopping and self.in_flight + len(dispatch) < self.max_leases:
             ready = self.frontier.pop_ready(now)
             if ready.lease is None:
                 wake_at = ready.wake_at
@@ -216,11 +233,10 @@ class Worker:
                                  message=f"its host ended as {outcome}")
         self.frontier.ended.clear()
         self.crawl_log.flush()
-        if not self._results.empty():
-            return 0.0
-        if self.in_flight < self.threads and wake_at is not None:
-            return max(0.0, min(wake_at - now, IDLE_WAIT))
-        return IDLE_WAIT
+        wait = IDLE_WAIT
+        if self.in_flight < self.max_leases and wake_at is not None:
+            wait = max(0.0, min(wake_at - now, IDLE_WAIT))
+        return min(wait, TURN_INTERVAL) if self.in_flight else wait
 
     def _robots_refuses(self, lease: Lease, now: float) -> bool:
         if lease.kind != PAGE or not self.cfg.robots.enabled:
@@ -260,13 +276,13 @@ class Worker:
         )
 
     def wait(self, seconds: float) -> None:
-        """Sleep until a fetch finishes or ``seconds`` pass."""
+        """Sleep until the fetch threads run short of leases or ``seconds`` pass."""
         if seconds > 0:
             select.select([self.wake_fd], [], [], seconds)
         self.drain_wake()
 
     def drain_wake(self) -> None:
-        """Empty the wake pipe (the fetch threads write a byte per finished fetch)."""
+        """Empty the wake pipe (a fetch thread writes a byte when the job queue runs low)."""
         with contextlib.suppress(BlockingIOError):
             while os.read(self.wake_fd, 4096):
                 pass
@@ -337,8 +353,9 @@ class Worker:
                     message=f"{type(exc).__name__}: {exc}",
                 )
             self._results.put(fetched)
-            with contextlib.suppress(BlockingIOError):
-                os.write(self._wake_w, b"x")
+            if self._jobs.qsize() < self._low_water:
+                with contextlib.suppress(BlockingIOError):
+                    os.write(self._wake_w, b"x")
 
     def _address(self, host: str, now: float) -> tuple[str | None, str, str]:
         """(address, outcome kind, message) for a host key: the kind is empty on success."""

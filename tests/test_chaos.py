@@ -46,5 +46,5 @@ def test_kill_nine_at_random_moments(tmp_path: Path) -> None:
     assert not result.lost, result.lost[:5]
     assert not result.forbidden, result.forbidden[:5]
     assert result.violations == [], result.violations[:5]
-    assert result.fetched_twice <= result.in_flight_bound, result.twice
+    assert result.fetched_twice <= result.twice_bound, result.twice
     assert result.verify_ok, result.verify_output
