@@ -20,6 +20,8 @@ from typing import Any
 from hive.errors import ConfigError
 
 DEFAULT_FILE = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+# The compression levels of ISA-L, which writes the WARC files' gzip members.
+GZIP_LEVELS = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,8 +224,11 @@ def _check_whole(cfg: Config) -> None:
         raise ConfigError("politeness.min_delay: must not exceed politeness.max_delay")
     if cfg.dns.min_ttl > cfg.dns.max_ttl:
         raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
-    if not 0 <= cfg.warc.gzip_level <= 9:
-        raise ConfigError(f"warc.gzip_level: must be 0..9, got {cfg.warc.gzip_level}")
+    if cfg.warc.gzip_level not in GZIP_LEVELS:
+        raise ConfigError(
+            f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
+            f"got {cfg.warc.gzip_level}"
+        )
 
 
 def from_dict(data: Mapping[str, Any]) -> Config:

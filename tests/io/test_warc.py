@@ -14,6 +14,7 @@ import threading
 import uuid
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -114,9 +115,10 @@ def warc_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.name.endswith(".warc.gz"))
 
 
-@pytest.fixture
-def written(tmp_path: Path) -> Path:
-    with WarcWriter(tmp_path, "hive-07", 10**9, 2, "hive/test", now=clock) as writer:
+@pytest.fixture(params=config.GZIP_LEVELS)
+def written(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A file of every exchange, at each of ISA-L's levels: readers see plain gzip members."""
+    with WarcWriter(tmp_path, "hive-07", 10**9, request.param, "hive/test", now=clock) as writer:
         for args in EXCHANGES:
             writer.write_exchange(**args)
     [path] = warc_files(tmp_path)
@@ -405,7 +407,7 @@ def test_from_config_and_bad_arguments(tmp_path: Path) -> None:
     assert writer.stats() == {"warc/records": 0, "warc/bytes": 0, "warc/files": 0}
     writer.close()
     with pytest.raises(ValueError, match="gzip_level"):
-        WarcWriter(tmp_path, "p", 1000, 10, "hive")
+        WarcWriter(tmp_path, "p", 1000, 4, "hive")
     with pytest.raises(ValueError, match="max_file_bytes"):
         WarcWriter(tmp_path, "p", 0, 2, "hive")
 
@@ -418,6 +420,9 @@ def test_pure_helpers() -> None:
         assert sha1_digest(data) == "sha1:" + expected
     assert warc_date(CLOCK) == "2024-06-01T12:00:00.250000Z"
     assert iso_date_to_datetime(warc_date(CLOCK)).microsecond == 250000
+    for ts in (0.0, CLOCK + 0.9999996, CLOCK + 59.0000004, 2**31 + 0.5, 4102444799.999999):
+        expected = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert warc_date(ts) == expected, ts
     assert http_head("GET / HTTP/1.1", []) == b"GET / HTTP/1.1\r\n\r\n"
     assert http_head("HTTP/1.1 200 OK", [("X", "a\r\nInjected: 1"), ("Y", "\xe9")]) == (
         b"HTTP/1.1 200 OK\r\nX: a  Injected: 1\r\nY: \xe9\r\n\r\n"

@@ -63,6 +63,7 @@ def test_string_override_without_quotes() -> None:
         ("politeness.min_delay=-1", "politeness.min_delay"),
         ("scope.mode=everything", "scope.mode"),
         ("frontier.level_ratio=2", "frontier.level_ratio"),
+        ("warc.gzip_level=4", "warc.gzip_level"),
         ("dns.resolve=[1, 2]", "dns.resolve"),
         ("politeness.min_delay=100", "politeness.min_delay"),
         ("nodot=1", "nodot"),
