@@ -35,11 +35,11 @@ failure names the reason: URL length (``too_long``), path depth
 any are given (``not_allowed``), then the mode against the page the link was
 found on: ``host`` keeps the host key (``scope_host``), ``domain`` the
 registered domain (``scope_domain``), ``any`` keeps everything. Registered
-domains come from tldextract's bundled Public Suffix List snapshot with the
-private section (so ``a.github.io`` and ``b.github.io`` are different
-domains), never from the network; a name under no public suffix (``.test``,
-``.localhost``, an intranet name) falls back to its last two labels, and an IP
-address is its own domain. A URL with no source (a seed) skips the mode check.
+domains come from the Public Suffix List that the ``publicsuffixlist`` package
+ships, private section included (so ``a.github.io`` and ``b.github.io`` are
+different domains), never from the network; a name under no listed suffix
+(``.test``, an intranet name) is taken as under a one-label suffix, so its last
+two labels, and an IP address is its own domain. A URL with no source (a seed) skips the mode check.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import tldextract
+from publicsuffixlist import PublicSuffixList
 from selectolax.lexbor import LexborHTMLParser
 
 from hive.config import ScopeConfig
@@ -86,9 +86,7 @@ _REFRESH = re.compile(
     re.IGNORECASE | re.DOTALL | re.ASCII,
 )
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
-_TLD_EXTRACT = tldextract.TLDExtract(
-    cache_dir=None, suffix_list_urls=(), include_psl_private_domains=True
-)
+_SUFFIXES = PublicSuffixList(only_icann=False, accept_unknown=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,10 +258,7 @@ def registered_domain(host: str) -> str:
     """The registered domain of a canonical host (``www.bbc.co.uk`` -> ``bbc.co.uk``)."""
     if host.startswith("[") or _IPV4.fullmatch(host):
         return host
-    parts = _TLD_EXTRACT(host)
-    if parts.suffix:
-        return f"{parts.domain}.{parts.suffix}" if parts.domain else host
-    return ".".join(host.rsplit(".", 2)[-2:])
+    return _SUFFIXES.privatesuffix(host) or host
 
 
 @functools.lru_cache(maxsize=16384)

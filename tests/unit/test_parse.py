@@ -332,6 +332,13 @@ def test_registered_domain() -> None:
     assert registered_domain("10.0.0.1") == "10.0.0.1"
     assert registered_domain("[2001:db8::1]") == "[2001:db8::1]"
     assert registered_domain("xn--fa-hia.de") == "xn--fa-hia.de"
+    # The list's wildcard and exception rules, and its private section.
+    assert registered_domain("a.b.c.kawasaki.jp") == "b.c.kawasaki.jp"
+    assert registered_domain("a.city.kawasaki.jp") == "city.kawasaki.jp"
+    assert registered_domain("a.b.ck") == "a.b.ck"
+    assert registered_domain("a.www.ck") == "www.ck"
+    assert registered_domain("a.b.github.io") == "b.github.io"
+    assert registered_domain("github.io") == "github.io"
 
 
 def test_registered_domain_uses_no_network_and_no_cache_dir(tmp_path: Path) -> None:
@@ -346,8 +353,7 @@ from hive.parse import registered_domain
 assert registered_domain("www.bbc.co.uk") == "bbc.co.uk"
 assert registered_domain("a.blogspot.com") == "a.blogspot.com"
 """
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "TLDEXTRACT_CACHE": str(tmp_path / "tld")}
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
