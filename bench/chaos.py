@@ -20,8 +20,8 @@ on disk:
 
 - every in-scope page was fetched (nothing lost) and no page robots.txt forbids;
 - pages fetched twice are at most the leases held by the processes killed
-  (``max_leases``: per fetch thread, one fetching and one queued or fetched
-  but not yet committed) of each worker killed, all workers' for the
+  (``max_leases``: one per fetch thread and the queued backlog, any of them
+  fetched but not yet committed) of each worker killed, all workers' for the
   supervisor (its children die with it), none for the splitter;
 - politeness held across every restart (``politeness_violations`` with the
   configured delay, 10 ms tolerance): a host whose fetch was in flight when its

@@ -4,7 +4,7 @@ The frontier thread is the only one that touches the frontier and its LMDB
 store (no locks around it). Each turn of ``loop_once(now)`` it applies the
 outcomes the fetch threads finished, hands discovered links to ``on_links``
 (standalone: admitted here; in the hive: the outbox to the splitter), leases
-URLs until each thread has one to fetch and one waiting (``max_leases``),
+URLs until each thread has one to fetch and a backlog waits (``max_leases``),
 checks them against the host's robots.txt rules, commits once (group commit;
 a lease is on disk before its fetch starts), and only then dispatches the
 leases. Busy threads do not wake it per page: a turn takes several finished
@@ -53,13 +53,15 @@ log = logging.getLogger(__name__)
 LinkSink = Callable[[list[UrlRecord], float], None]
 ROBOTS_CACHE_ENTRIES = 50_000
 IDLE_WAIT = 0.5
-# Up to one lease per fetch thread waits in the job queue behind the ones being fetched, so
-# that busy threads need no frontier turn per page: they wake the frontier thread only when
-# that backlog runs low, and it otherwise takes their finished fetches in batches, at least
-# every TURN_INTERVAL (one commit, one crawl-log flush and one wake-up for several pages).
-# A host's clock runs from when its response finished, so applying it later is no less polite.
-LEASES_PER_THREAD = 2
-TURN_INTERVAL = 0.01
+# A backlog of leases waits in the job queue behind the ones being fetched (two per fetch
+# thread, at most 16), so that busy threads need no frontier turn per page: they wake the
+# frontier thread when less than a quarter of the backlog is left, and it otherwise takes their
+# finished fetches in batches, at least every TURN_INTERVAL (one commit, one crawl-log flush
+# and one wake-up for several pages). A host's clock runs from when its response finished,
+# so applying it later is no less polite.
+BACKLOG_PER_THREAD = 2
+MAX_BACKLOG = 16
+TURN_INTERVAL = 0.02
 DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
@@ -79,10 +81,15 @@ class Fetched:
     rules: RobotsRules | None = None
 
 
+def backlog(threads: int) -> int:
+    """Leases queued for ``threads`` busy fetch threads, at most."""
+    return min(BACKLOG_PER_THREAD * threads, MAX_BACKLOG)
+
+
 def max_leases(threads: int) -> int:
     """Leases a worker with ``threads`` fetch threads holds at most: fetching, queued, or
     fetched and not yet applied (so fetched again after a kill -9, at most)."""
-    return threads * LEASES_PER_THREAD
+    return threads + backlog(threads)
 
 
 def hostname(key: str) -> str:
@@ -131,7 +138,7 @@ class Worker:
         self.worker_id = worker_id
         self.threads = cfg.fetch.threads
         self.max_leases = max_leases(self.threads)
-        self._low_water = (self.threads + 1) // 2
+        self._low_water = max(1, backlog(self.threads) // 4)
         self.frontier = Frontier.from_config(directory, cfg, rng=rng, now=time.time())
         self.dns = DnsCache.from_config(cfg.dns, resolver)
         self.guard = AddressGuard.from_config(cfg.dns)
