@@ -16,7 +16,8 @@ politeness with its HTTP client and hands the outcome to
 - **4xx other than 429**: unavailable, allow all.
 - **429, 5xx, any other status, timeout or unreachable** (``status=None``):
   disallow all and retry. Try ``n`` (counting from 1) that fails is retried
-  ``retry_delay * 2**(n-1)`` seconds later (at most ``cache_ttl``), until
+  ``retry_delay * 2**(n-1)`` seconds later, or after the answer's
+  ``Retry-After`` if that is longer (at most ``cache_ttl`` either way), until
   ``tries`` tries in all have failed: the host is then ``unreachable`` (its
   URLs end as ``robots_unreachable``) for ``cache_ttl``. The caller counts the
   tries (it keeps them with the host's state).
@@ -166,11 +167,13 @@ class RobotsPolicy:
         )
 
     def from_fetch(
-        self, status: int | None, body: bytes, now: float, attempt: int
+        self, status: int | None, body: bytes, now: float, attempt: int,
+        retry_after: float | None = None,
     ) -> RobotsDecision:
         """The decision for try number ``attempt`` (from 1) that got ``status``.
 
         ``status`` is None when no response came (timeout, refused, reset, DNS).
+        ``retry_after``: the answer's Retry-After, in seconds from ``now``, if any.
         """
         if attempt < 1:
             raise ValueError(f"attempt counts from 1, got {attempt}")
@@ -183,7 +186,8 @@ class RobotsPolicy:
             return RobotsDecision(RobotsRules("allow_all", self.agent, expires))
         if attempt >= self.tries:
             return RobotsDecision(RobotsRules("unreachable", self.agent, expires))
-        retry_at = now + min(self.retry_delay * 2 ** (attempt - 1), self.cache_ttl)
+        wait = max(self.retry_delay * 2 ** (attempt - 1), retry_after or 0.0)
+        retry_at = now + min(wait, self.cache_ttl)
         return RobotsDecision(RobotsRules("disallow_all", self.agent, retry_at), retry_at)
 
     def next_hop(self, url: str, location: str | None, hops: int) -> str | None:

@@ -466,15 +466,16 @@ class Worker:
             address, hops = next_address, hops + 1
         status = result.status if result.outcome not in ("timeout", "connect") else None
         return self._robots_outcome(
-            lease, status, result.body, started, result.finished, result.message
+            lease, status, result.body, started, result.finished, result.message,
+            result.retry_after,
         )
 
     def _robots_outcome(
         self, lease: Lease, status: int | None, body: bytes, started: float, finished: float,
-        message: str,
+        message: str, retry_after: float | None = None,
     ) -> Fetched:
         decision = self.robots_policy.from_fetch(
-            status, body, finished, attempt=lease.record.attempts + 1
+            status, body, finished, attempt=lease.record.attempts + 1, retry_after=retry_after
         )
         contacted = status is not None
         if decision.unreachable:

@@ -174,6 +174,13 @@ def test_retries_back_off_then_give_up() -> None:
     assert not last.rules.allowed("https://a.test/")
 
 
+def test_a_longer_retry_after_wins_up_to_the_cache_ttl() -> None:
+    for retry_after, wait in [(None, 10.0), (3.0, 10.0), (45.0, 45.0), (10**9, 86400.0)]:
+        decision = POLICY.from_fetch(503, b"", now=5.0, attempt=1, retry_after=retry_after)
+        assert decision.retry_at == 5.0 + wait, retry_after
+        assert decision.rules.kind == "disallow_all"
+
+
 def test_the_default_tries_are_three_in_all() -> None:
     assert POLICY.from_fetch(500, b"", now=0.0, attempt=2).retry_at == 20.0
     assert POLICY.from_fetch(500, b"", now=0.0, attempt=3).unreachable

@@ -10,7 +10,14 @@ from collections import Counter
 
 import pytest
 
-from hive.testweb import WebProcess, as_received, duplicates, politeness_violations, received
+from hive.testweb import (
+    UNAVAILABLE_RETRY_AFTER,
+    WebProcess,
+    as_received,
+    duplicates,
+    politeness_violations,
+    received,
+)
 from hive.urls import canonicalize
 from hive.worker import Worker
 from tests.conftest import crawl_config
@@ -83,6 +90,19 @@ def test_robots_obeyed(crawl: dict[str, object], web_server: WebProcess) -> None
     error_host = next(h for h, k in web_server.web.robots.items() if k == "error")
     assert {r.path for r in crawl["requests"] if r.hostname == error_host} == {"/robots.txt"}  # type: ignore[attr-defined]
     assert outcomes_for(crawl, error_host)["robots_unreachable"] >= 1
+
+
+def test_a_robots_retry_after_is_honoured(
+    crawl: dict[str, object], web_server: WebProcess
+) -> None:
+    """The host whose robots.txt first answers 503 with Retry-After: 1 is asked again no
+    sooner, though the configured retry delay is shorter; its pages are crawled after."""
+    assert crawl["cfg"].robots.retry_delay < UNAVAILABLE_RETRY_AFTER  # type: ignore[attr-defined]
+    host = next(h for h, k in web_server.web.robots.items() if k == "unavailable")
+    asked = [r for r in crawl["requests"] if r.hostname == host and r.path == "/robots.txt"]  # type: ignore[attr-defined]
+    assert [r.status for r in asked] == [503, 200]
+    assert asked[1].start - asked[0].end >= UNAVAILABLE_RETRY_AFTER
+    assert outcomes_for(crawl, host)["ok"] >= 1
 
 
 def test_address_guard_nothing_reaches_the_tripwire(
