@@ -49,13 +49,14 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
-import zmq.auth
-import zmq.auth.thread
 
 from hive.errors import HiveError
+
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
 
 __all__ = [
     "ClientKeys",
@@ -125,8 +126,12 @@ def make_keys(directory: Path) -> KeyFiles:
         files = KeyFiles.at(staging)
         files.clients_dir.mkdir(mode=0o700)
         files.clients_dir.chmod(0o700)
-        zmq.auth.create_certificates(staging, SERVER_NAME)
-        zmq.auth.create_certificates(staging, CLIENT_NAME)
+        # Imported here, as in the functions below: only a hive that uses CURVE pays for
+        # zmq.auth and the asyncio it brings.
+        from zmq.auth import create_certificates
+
+        create_certificates(staging, SERVER_NAME)
+        create_certificates(staging, CLIENT_NAME)
         admitted = files.clients_dir / files.client_public.name
         admitted.write_bytes(files.client_public.read_bytes())
         for path in (files.server_public, files.server_secret, files.client_public,
@@ -194,8 +199,10 @@ def _check_admits(clients_dir: Path) -> None:
 
 def _load_pair(path: Path) -> tuple[bytes, bytes]:
     """The (public, secret) key pair of a secret certificate file."""
+    from zmq.auth import load_certificate
+
     try:
-        public, secret = zmq.auth.load_certificate(path)
+        public, secret = load_certificate(path)
     except (OSError, ValueError) as exc:
         raise KeysError(f"cannot read CURVE key {path}: {exc}") from exc
     if secret is None:
@@ -204,8 +211,10 @@ def _load_pair(path: Path) -> tuple[bytes, bytes]:
 
 
 def _load_public(path: Path) -> bytes:
+    from zmq.auth import load_certificate
+
     try:
-        public, _ = zmq.auth.load_certificate(path)
+        public, _ = load_certificate(path)
     except (OSError, ValueError) as exc:
         raise KeysError(f"cannot read CURVE key {path}: {exc}") from exc
     return public
@@ -249,12 +258,14 @@ class Curve:
         _check_admits(files.clients_dir)
         self._clients = files.clients_dir
         self._ctx = ctx
-        self._auth: zmq.auth.thread.ThreadAuthenticator | None = None
+        self._auth: ThreadAuthenticator | None = None
 
     def serve(self, sock: zmq.Socket[Any]) -> None:
         """Make ``sock`` a CURVE server admitting only the hive's clients; call before ``bind``."""
         if self._auth is None:
-            auth = zmq.auth.thread.ThreadAuthenticator(self._ctx)
+            from zmq.auth.thread import ThreadAuthenticator
+
+            auth = ThreadAuthenticator(self._ctx)
             auth.start()
             auth.configure_curve(domain=ZAP_DOMAIN, location=str(self._clients))
             self._auth = auth

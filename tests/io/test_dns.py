@@ -7,6 +7,8 @@ resolver, and the dnspython path talks to a tiny DNS server on loopback.
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -404,6 +406,41 @@ def test_system_resolver_falls_back_to_getaddrinfo(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(dns.resolver, "Resolver", Unconfigured)
     assert hdns.system_resolver() is hdns.getaddrinfo_resolver
+
+
+def test_the_system_resolver_is_made_at_the_first_query_once() -> None:
+    made: list[int] = []
+
+    def make() -> hdns.Resolver:
+        made.append(1)
+        time.sleep(0.05)
+        return lambda host, timeout: ([f"127.0.0.{len(made)}"], None)
+
+    resolver = hdns.on_first_query(make)
+    assert made == []
+    threads = [threading.Thread(target=resolver, args=("a.test", 1.0)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert made == [1] and resolver("b.test", 1.0) == (["127.0.0.1"], None)
+
+
+def test_overrides_and_literals_never_load_dnspython() -> None:
+    script = """
+import sys, time
+from hive import config
+from hive.dns import DnsCache
+cfg = config.load(overrides=['dns.resolve=["pinned.test=127.0.0.9"]'], environ={})
+cache = DnsCache.from_config(cfg.dns)
+assert cache.lookup("pinned.test", time.time()).addresses == ("127.0.0.9",)
+assert cache.lookup("127.0.0.1", time.time()).addresses == ("127.0.0.1",)
+assert "dns.resolver" not in sys.modules, "dnspython loaded"
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 # --- the address guard -----------------------------------------------------
