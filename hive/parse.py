@@ -39,7 +39,8 @@ domains come from the Public Suffix List that the ``publicsuffixlist`` package
 ships, private section included (so ``a.github.io`` and ``b.github.io`` are
 different domains), never from the network; a name under no listed suffix
 (``.test``, an intranet name) is taken as under a one-label suffix, so its last
-two labels, and an IP address is its own domain. A URL with no source (a seed) skips the mode check.
+two labels, and an IP address is its own domain. A URL with no source (a
+seed) skips the mode check.
 """
 
 from __future__ import annotations
