@@ -1,7 +1,7 @@
 """Soak run: a long crawl of a large synthetic web, every process's memory and files sampled.
 
     python bench/soak.py [--minutes 30] [--hosts 1000] [--pages 100] [--procs 2] [--interval 5]
-                         [--warmup 0.1]
+                         [--warmup 0.1] [--delay SECONDS]
 
 It serves the synthetic web (``hive.testweb``, hostile hosts left out) of
 hosts x pages (100,000 pages by default) on 127.0.0.2 in a process of its own
@@ -12,7 +12,11 @@ and its pages come one after the other, so its pages take ``pages x delay``;
 the delay is ``minutes x 60 / pages`` (18 s by default), set as
 ``politeness.min_delay`` (and ``max_delay``, ``crawl_delay_cap``) and as the
 web's robots.txt Crawl-delay, and the expected rate is the crawlable hosts
-(all but the one whose robots.txt answers 500) over the delay. At the deadline
+(all but the one whose robots.txt answers 500) over the delay. ``--delay``
+sets a shorter one to soak the hive at full speed, bound by CPU rather than
+by politeness; the web must then be large enough to last the run (hosts x
+pages at least minutes x 60 x the pages/s the machine reaches), and the
+expected rate is only the politeness bound. At the deadline
 a hive still crawling is stopped with ``hive stop`` (warm); one still running
 ``GRACE`` seconds later is killed with its process group.
 
@@ -434,8 +438,11 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--warmup", type=float, default=0.1,
                         help="warm-up, a share of the run, from a process's first sample")
+    parser.add_argument("--delay", type=float, default=None,
+                        help="per-host delay in seconds (default: minutes x 60 / pages, "
+                             "which keeps the crawl bound by politeness for the whole run)")
     args = parser.parse_args()
-    delay = args.minutes * 60 / args.pages
+    delay = args.minutes * 60 / args.pages if args.delay is None else args.delay
     warmup = args.warmup * args.minutes * 60
     work = Path(tempfile.mkdtemp(prefix="hive-soak-"))
     web = Web(seed=7, hosts=args.hosts, pages=args.pages, hostile=False,

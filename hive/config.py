@@ -122,7 +122,7 @@ class HiveConfig:
     ring_seed: int
     resend_after: float
     max_tries: int
-    recent_links: int
+    recent_links_mb: float
     outbox_window: float
     overflow: int
     stats_interval: float

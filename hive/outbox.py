@@ -20,13 +20,14 @@ seen set), so a batch sent twice costs a lookup, not a duplicate fetch. A
 batch still unacknowledged after ``max_tries`` sends is a poison batch: it is
 moved to ``quarantine`` with its reason and counted, never resent forever.
 
-``RecentLinks`` is the small cache of URLs a sender keeps to drop links it
-sent a moment ago (a page repeats its neighbours' links) before they cost a
-hop and an outbox write.
+``RecentLinks`` is the cache of URLs a sender keeps, within a memory budget,
+to drop links it sent a moment ago (a page repeats its neighbours' links)
+before they cost a hop and an outbox write.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from hive.frontier.store import U64, Store
@@ -160,29 +161,47 @@ class RecentLinks:
     """Links handed on a moment ago, by canonical URL (a page repeats its neighbours' links).
 
     The fetch threads consult it before a link costs a scope check, a record, a
-    hop to the splitter and an outbox write. It remembers between ``size / 2``
-    and ``size`` URLs in two generations of sets: a hit in the old generation
-    moves to the young one, and a full young generation replaces the old one.
+    hop to the splitter and an outbox write. It is sized by memory, not by
+    count: two generations of sets, each taking URLs until its strings and its
+    hash table (``sys.getsizeof``) reach half of ``budget`` bytes. A hit in the
+    old generation moves to the young one, and a full young generation
+    replaces the old one, so it holds at most ``budget`` bytes and at least the
+    last ``budget / 2`` bytes of URLs. pymalloc's rounding is not counted: the
+    process pays a little more than the budget.
+
     Every step is one set operation, atomic under the GIL, so fetch threads
-    share it without a lock; a race at worst lets a repeat through, and the
-    owner's seen set drops that.
+    share it without a lock; a race at worst lets a repeat through (the owner's
+    seen set drops it) or miscounts a URL's bytes until the next generation.
     """
 
-    def __init__(self, size: int) -> None:
-        self._half = max(1, size // 2)
+    def __init__(self, budget: int) -> None:
+        self._half = budget // 2
         self._young: set[str] = set()
+        self._young_bytes = 0
         self._old: set[str] = set()
+        self._old_bytes = 0
 
     def __contains__(self, url: str) -> bool:
         if url in self._young:
             return True
         if url in self._old:
-            self._young.add(url)
+            self._keep(url)
             return True
         return False
 
     def add(self, url: str) -> None:
+        self._keep(url)
+
+    def _keep(self, url: str) -> None:
         young = self._young
         young.add(url)
-        if len(young) >= self._half:
-            self._old, self._young = young, set()
+        self._young_bytes += sys.getsizeof(url)
+        held = self._young_bytes + sys.getsizeof(young)
+        if held >= self._half:
+            self._old, self._old_bytes = young, held
+            self._young, self._young_bytes = set(), 0
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes both generations hold, as the budget counts them."""
+        return self._young_bytes + sys.getsizeof(self._young) + self._old_bytes

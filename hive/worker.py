@@ -149,7 +149,7 @@ class Worker:
         )
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
-        self.recent = RecentLinks(cfg.hive.recent_links)
+        self.recent = RecentLinks(int(cfg.hive.recent_links_mb * (1 << 20)))
         name = f"{worker_id:02d}"
         self.warc = (
             WarcWriter.from_config(
@@ -338,6 +338,7 @@ class Worker:
             out.update(self.warc.stats())
         out.update(self.counts)
         out["worker/in_flight"] = self.in_flight
+        out["links/recent_bytes"] = self.recent.held_bytes
         return out
 
     # -- fetch threads ---------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import tracemalloc
 from pathlib import Path
 
 from hive.frontier.store import U64, Store
@@ -89,18 +91,23 @@ def test_a_crash_inside_the_window_keeps_what_was_committed(tmp_path: Path) -> N
     store.close(0.6)
 
 
-def test_recent_links_remember_between_half_and_all_of_their_size() -> None:
+def _two_url_budget(urls: list[str]) -> int:
+    """A budget whose generations take exactly two of these (equally long) URLs."""
+    return 2 * (sys.getsizeof(set()) + 2 * sys.getsizeof(urls[0]))
+
+
+def test_recent_links_remember_between_half_and_all_of_their_budget() -> None:
     urls = [f"http://a.test/{i}" for i in range(6)]
-    recent = RecentLinks(4)
+    recent = RecentLinks(_two_url_budget(urls))
     for url in urls:
         recent.add(url)
     assert not any(url in recent for url in urls[:4]), "forgotten after two generations"
-    assert all(url in recent for url in urls[4:]), "the last size / 2 are always there"
+    assert all(url in recent for url in urls[4:]), "the last half of the budget is always there"
 
 
 def test_recent_links_keep_what_is_touched() -> None:
     urls = [f"http://a.test/{i}" for i in range(4)]
-    recent = RecentLinks(4)
+    recent = RecentLinks(_two_url_budget(urls))
     recent.add(urls[0])
     recent.add(urls[1])
     assert urls[0] in recent, "a hit in the old generation moves it to the young one"
@@ -108,3 +115,23 @@ def test_recent_links_keep_what_is_touched() -> None:
     recent.add(urls[3])
     assert urls[0] in recent
     assert urls[1] not in recent
+
+
+def test_recent_links_stay_within_their_memory_budget() -> None:
+    """Measured by tracemalloc, not by the cache's own count: strings and set tables."""
+    budget = 256 << 10
+    urls = [f"http://host-{i % 997}.test/page/{i}?q={i * 7919}" for i in range(40_000)]
+    tracemalloc.start()
+    try:
+        recent = RecentLinks(budget)
+        start = tracemalloc.get_traced_memory()[0]
+        peak = 0
+        for i, url in enumerate(urls):
+            recent.add(url)
+            assert recent.held_bytes <= budget * 1.01
+            if i % 100 == 0:
+                peak = max(peak, tracemalloc.get_traced_memory()[0] - start)
+    finally:
+        tracemalloc.stop()
+    assert peak <= budget * 1.1, f"the cache took {peak} bytes of a {budget}-byte budget"
+    assert recent.held_bytes >= budget / 2, "at least half the budget stays in use"
