@@ -28,7 +28,8 @@ since the start, role, pid, RSS MB, RssAnon MB (``/proc/PID/status``: the
 process's own heap and stacks, without the file pages of LMDB's memory map,
 which RSS counts and which grow with the store), open files (``num_fds``:
 files, sockets, pipes), threads, CPU % since the last sample, CPU seconds so
-far, and for workers the pages fetched and URLs pending they last reported.
+far, and for workers the pages fetched, URLs pending and the bytes their
+recent-links cache holds (``hive.recent_links_mb``) as they last reported.
 A progress line (hive's pages, pages/s over the last minute, RssAnon/files per
 process) is printed every minute.
 
@@ -38,8 +39,9 @@ restarted gets a table for each pid, and the restart is listed, never merged:
 - warm-up: its first sample at least ``--warmup`` of the run (0.1: 3 min of
   30) after its own first sample; end: its last sample before the stop; peak:
   its largest sample;
-- RSS, RssAnon, open files and threads at those three points, and the growth
-  from warm-up to end (and in %); the least-squares slope of RssAnon over the
+- RSS, RssAnon, open files and threads at those three points (and for a
+  worker its URLs pending and its recent-links cache), and the growth from
+  warm-up to end (and in %); the least-squares slope of RssAnon over the
   samples from warm-up on, in MB per hour; its mean CPU % after warm-up;
 - a verdict: PASS when RssAnon grew by less than ``GROWTH_MB`` MB or less than
   ``GROWTH_PCT`` % from warm-up to end, and open files at the end are at most
@@ -132,6 +134,7 @@ class Sample:
     cpu_s: float
     pages: int | None
     pending: int | None
+    recent_mb: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,10 @@ class Restart:
     old: int
     new: int
     seconds: float
+
+
+def _mb(size: int | None) -> float | None:
+    return None if size is None else round(size / MB, 2)
 
 
 def rss_anon_mb(pid: int) -> float | None:
@@ -239,7 +246,7 @@ class Sampler:
             samples.append(Sample(
                 round(seconds, 2), role, proc.pid, round(rss, 2), round(anon, 2), fds, threads,
                 cpu_pct, round(times.user + times.system, 2), counters.get("frontier/done/ok"),
-                counters.get("frontier/pending"),
+                counters.get("frontier/pending"), _mb(counters.get("links/recent_bytes")),
             ))
         return samples
 
@@ -333,10 +340,14 @@ def judge(samples: list[Sample], warmup: float) -> tuple[list[str], bool | None]
         return [head + "; none after warm-up, not judged"], None
     lines = [head + f"; warm-up sample at {warm.seconds:.0f} s",
              f"  {'':<12}{'warm-up':>9}{'end':>9}{'peak':>9}   growth after warm-up"]
-    for label, attr, f in (("RSS MB", "rss_mb", ".1f"), ("RssAnon MB", "anon_mb", ".1f"),
-                           ("open files", "fds", "d"), ("threads", "threads", "d")):
+    rows = [("RSS MB", "rss_mb", ".1f"), ("RssAnon MB", "anon_mb", ".1f"),
+            ("open files", "fds", "d"), ("threads", "threads", "d"),
+            ("pending", "pending", "d"), ("recent MB", "recent_mb", ".1f")]
+    for label, attr, f in rows:
         w, e = getattr(warm, attr), getattr(end, attr)
-        peak = max(getattr(s, attr) for s in samples)
+        if w is None or e is None:
+            continue
+        peak = max(v for s in samples if (v := getattr(s, attr)) is not None)
         pct = f" ({100 * (e - w) / w:+.1f}%)" if w else ""
         unit = " MB" if f == ".1f" else ""
         lines.append(f"  {label:<12}{w:>9{f}}{e:>9{f}}{peak:>9{f}}   {e - w:+{f}}{unit}{pct}")
