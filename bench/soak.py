@@ -12,11 +12,11 @@ and its pages come one after the other, so its pages take ``pages x delay``;
 the delay is ``minutes x 60 / pages`` (18 s by default), set as
 ``politeness.min_delay`` (and ``max_delay``, ``crawl_delay_cap``) and as the
 web's robots.txt Crawl-delay, and the expected rate is the crawlable hosts
-(all but the one whose robots.txt answers 500) over the delay. ``--delay``
-sets a shorter one to soak the hive at full speed, bound by CPU rather than
-by politeness; the web must then be large enough to last the run (hosts x
-pages at least minutes x 60 x the pages/s the machine reaches), and the
-expected rate is only the politeness bound. At the deadline
+(all but the one whose robots.txt answers 500) over the delay: the
+politeness bound. ``--delay`` sets a shorter one to soak the hive at full
+speed, bound by CPU rather than by politeness; the web must then be large
+enough to last the run (hosts x pages at least minutes x 60 x the pages/s the
+machine reaches). At the deadline
 a hive still crawling is stopped with ``hive stop`` (warm); one still running
 ``GRACE`` seconds later is killed with its process group.
 
@@ -462,8 +462,8 @@ def main() -> int:
     with WebProcess(web, work / "requests.jsonl", host=ADDRESS) as server:
         print(f"soak: {args.hosts} hosts x {args.pages} pages on {ADDRESS}:{server.port}, "
               f"hive --procs {args.procs}, {args.minutes:g} min, {os.cpu_count()} cores\n"
-              f"per-host delay {delay:.2f} s (min_delay and robots Crawl-delay): expected "
-              f"{crawlable / delay:.1f} pages/s ({crawlable} crawlable hosts)\n"
+              f"per-host delay {delay:.2f} s (min_delay and robots Crawl-delay): politeness "
+              f"bound {crawlable / delay:.1f} pages/s ({crawlable} crawlable hosts)\n"
               f"a sample every {args.interval:g} s; warm-up: the first sample {warmup:.0f} s "
               f"or more after a process's first; work dir {work}", flush=True)
         samples, sampler, process, how = crawl(args, work, server, delay)
