@@ -6,7 +6,10 @@ two, with certificates from a CA made here, on an https port (chosen by SNI).
 gzip is on. They serve real documentation, subtrees of python3-doc's HTML,
 plus a few edge pages written below: a robots.txt disallowing a directory that
 pages link into, a directory linked without its slash (nginx's 301), a dead
-link, and a page linking to the other hosts. nginx runs in the foreground as
+link, links spelled as real pages spell them (non-ASCII, spaces, escapes, dot
+segments, no scheme, upper case, a query on a static file), and a page linking
+to the other hosts. One host closes every third connection, one closes idle
+connections before hive's next request is due. nginx runs in the foreground as
 the current user, with its prefix, config, pid, logs and temp files under the
 test's directory, and logs each request as a JSON line whose times are nginx's
 own: a request ended at ``$msec`` and started ``$request_time`` before.
@@ -29,6 +32,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import NoReturn
 
@@ -49,8 +53,17 @@ PACKAGES = "nginx python3-doc"
 LOG_FORMAT = (
     '{"msec": $msec, "request_time": $request_time, "scheme": "$scheme", "host": "$host", '
     '"http_host": "$http_host", "port": $server_port, "request": "$request", '
-    '"status": $status, "encoding": "$sent_http_content_encoding", "client": "$remote_addr"}'
+    '"status": $status, "encoding": "$sent_http_content_encoding", "client": "$remote_addr", '
+    '"connection": $connection, "connection_requests": $connection_requests}'
 )
+# Each host: its scheme, the docs subtrees it serves, and nginx directives of its own.
+HOSTS = {
+    "www": ("http", ("tutorial", "reference"), ""),
+    "lib": ("http", ("library",), "keepalive_requests 3;"),  # closes every third response
+    # Idle connections close before the next request is due: each pooled one is stale.
+    "howto": ("https", ("howto",), "keepalive_timeout 40ms;"),
+    "capi": ("https", ("c-api",), ""),
+}
 # The robots.txt of each host that has one, and what its rules ask of hive.
 ROBOTS = {
     "www": (
@@ -109,6 +122,8 @@ class Hit:
     end: float
     encoding: str
     client: str
+    connection: int
+    connection_requests: int
 
     @property
     def origin(self) -> str:
@@ -130,7 +145,8 @@ class Hit:
         end = float(entry["msec"])
         return cls(entry["scheme"], entry["host"], entry["http_host"], int(entry["port"]),
                    method, target, int(entry["status"]), end - float(entry["request_time"]),
-                   end, entry["encoding"], entry["client"])
+                   end, entry["encoding"], entry["client"], int(entry["connection"]),
+                   int(entry["connection_requests"]))
 
 
 class Authority:
@@ -195,7 +211,8 @@ def edge_pages(http_port: int, https_port: int) -> dict[str, str]:
     """The pages written for www, by path: the cases real sites have that the docs do not."""
 
     def page(title: str, *links: str) -> str:
-        items = "".join(f'  <li><a href="{href}">{href}</a></li>\n' for href in links)
+        items = "".join(f'  <li><a href="{escape(href)}">{escape(href)}</a></li>\n'
+                        for href in links)
         return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>"
                 f"</head>\n<body><h1>{title}</h1>\n<ul>\n{items}</ul></body></html>\n")
 
@@ -203,11 +220,21 @@ def edge_pages(http_port: int, https_port: int) -> dict[str, str]:
         "index.html": page(
             "hive's real-server test", "/tutorial/", "reference/index.html", "/dir",
             "/missing.html", "/private/", "private/notes.html", "/hosts.html",
+            "/spellings.html",
         ),
         "dir/index.html": page("A directory", "page.html", "../index.html#top"),
         "dir/page.html": page("A page in a directory", "./"),
         "private/index.html": page("Disallowed", "notes.html"),
         "private/notes.html": page("Disallowed too"),
+        "spellings.html": page(
+            "Links spelled as pages do", "caf\u00e9.html", "two words.html", "dash%2Descaped.html",
+            f"//www.{DOMAIN}:{http_port}/relative-scheme.html",
+            f"HTTP://WWW.{DOMAIN.upper()}:{http_port}/upper-case-host.html",
+            "a/../../dot-segments.html", "query.html?x=1&y=%C3%A9", "/tutorial",
+        ),
+        **{name: page(name) for name in (
+            "caf\u00e9.html", "two words.html", "dash-escaped.html", "relative-scheme.html",
+            "upper-case-host.html", "dot-segments.html", "query.html")},
         "hosts.html": page(
             "The other hosts", f"https://howto.{DOMAIN}:{https_port}/howto/",
             f"https://capi.{DOMAIN}:{https_port}/c-api/",
@@ -285,12 +312,9 @@ class Nginx:
     def _layout(self, http_port: int, https_port: int) -> None:
         """Document roots: a subtree of the docs per host (a symlink, as sites have) and
         the edge pages on www."""
-        subtrees = {"www": ("http", http_port, ("tutorial", "reference")),
-                    "lib": ("http", http_port, ("library",)),
-                    "howto": ("https", https_port, ("howto",)),
-                    "capi": ("https", https_port, ("c-api",))}
         self.vhosts = {}
-        for short, (scheme, port, dirs) in subtrees.items():
+        for short, (scheme, dirs, _) in HOSTS.items():
+            port = http_port if scheme == "http" else https_port
             root = self.folder / "sites" / short
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
@@ -314,14 +338,15 @@ class Nginx:
             user = f"user {pwd.getpwuid(os.geteuid()).pw_name};\n"
         temp = self.folder / "temp"
         servers = []
-        for vhost in self.vhosts.values():
+        for short, vhost in self.vhosts.items():
             tls = ""
             if vhost.scheme == "https":
                 cert, key = self.ca.issue(vhost.name)
                 tls = f" ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key}"
             servers.append(
                 f"    server {{\n        listen {ADDRESS}:{vhost.port}{tls};\n"
-                f"        server_name {vhost.name};\n        root {vhost.root};\n    }}\n"
+                f"        server_name {vhost.name};\n        root {vhost.root};\n"
+                f"        {HOSTS[short][2]}\n    }}\n"
             )
         (self.folder / "logs").mkdir(exist_ok=True)
         temp.mkdir(exist_ok=True)

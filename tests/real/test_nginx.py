@@ -10,11 +10,13 @@ WARC payloads are the files on disk, byte for byte.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -95,6 +97,11 @@ def warc_payloads(data: Path) -> dict[str, tuple[int, str, bytes]]:
     return out
 
 
+def crawl_log(data: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for path in sorted((data / "logs").glob("crawl-*.jsonl"))
+            for line in path.read_text().splitlines()]
+
+
 def test_a_crawl_of_nginx_is_complete_polite_and_faithful(nginx: Nginx, tmp_path: Path) -> None:
     vhosts = {vhost.origin: vhost for vhost in nginx.vhosts.values()}
     site = walk(nginx.seeds(), vhosts, DOMAIN)
@@ -110,8 +117,20 @@ def test_a_crawl_of_nginx_is_complete_polite_and_faithful(nginx: Nginx, tmp_path
     data = crawl(nginx, tmp_path)
     hits = nginx.hits()
     assert {hit.method for hit in hits} == {"GET"}
+    assert {hit.origin for hit in hits} <= set(vhosts), "a request for a host not served"
     robots = [hit for hit in hits if hit.path == "/robots.txt"]
     pages = [hit for hit in hits if hit.path != "/robots.txt"]
+
+    # Nothing robots.txt forbids, judged by each host's rules, not only on the links seen.
+    forbidden = [hit_key(hit) for hit in pages if not vhosts[hit.origin].allowed(hit.path)]
+    assert not forbidden, forbidden
+
+    # Polite: per host, no overlap and at least its delay (Crawl-delay where given) between
+    # one request's end and the next one's start, robots.txt included.
+    gaps = {vhost.name: max(DELAY, vhost.crawl_delay or 0.0) for vhost in vhosts.values()}
+    violations = politeness_violations([hit.request() for hit in hits], gaps,
+                                       tolerance=STAMP_ROUNDING)
+    assert not violations, violations[:10]
 
     # Complete: every reachable URL fetched, with the answer the files give; nothing else.
     fetched = {hit_key(hit): hit.status for hit in pages}
@@ -124,18 +143,22 @@ def test_a_crawl_of_nginx_is_complete_polite_and_faithful(nginx: Nginx, tmp_path
     assert not wrong, wrong
     repeated = {key: n for key, n in Counter(hit_key(hit) for hit in pages).items() if n > 1}
     assert not repeated, repeated
-    assert {hit.origin for hit in robots} == set(vhosts)
+    assert sorted(hit.origin for hit in robots) == sorted(vhosts), "robots.txt once a host"
 
-    # Nothing robots.txt forbids, judged by each host's rules, not only on the links seen.
-    forbidden = [hit_key(hit) for hit in pages if not vhosts[hit.origin].allowed(hit.path)]
-    assert not forbidden, forbidden
-
-    # Polite: per host, no overlap and at least its delay (Crawl-delay where given) between
-    # one request's end and the next one's start, robots.txt included.
-    gaps = {vhost.name: max(DELAY, vhost.crawl_delay or 0.0) for vhost in vhosts.values()}
-    violations = politeness_violations([hit.request() for hit in hits], gaps,
-                                       tolerance=STAMP_ROUNDING)
-    assert not violations, violations[:10]
+    # The server's connection limits cost nothing: no fetch failed or was retried.
+    outcomes = Counter(entry["outcome"] for entry in crawl_log(data))
+    assert set(outcomes) <= {"ok", "redirect", "http_404", "robots", "robots_ok"}, outcomes
+    assert (outcomes["ok"], outcomes["redirect"], outcomes["http_404"]) == (
+        statuses[200], statuses[301], statuses[404]), outcomes
+    by_host = {short: [hit for hit in hits if hit.host == vhost.name]
+               for short, vhost in nginx.vhosts.items()}
+    # lib closes a connection (shared with www: same address and port) once it has served
+    # three requests; the idle connections of howto are closed before each next request.
+    last = {hit.connection: hit.connection_requests for hit in sorted(hits, key=lambda h: h.end)}
+    closing = [hit for hit in by_host["lib"] if hit.connection_requests >= 3]
+    assert closing and all(last[hit.connection] == hit.connection_requests for hit in closing)
+    stale = by_host["howto"]
+    assert len({hit.connection for hit in stale}) > len(stale) / 2, "idle connections not closed"
 
     # gzip was on the wire, and the WARC holds what was sent: each response's decoded
     # payload is the file on disk.
