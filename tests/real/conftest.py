@@ -59,16 +59,16 @@ LOG_FORMAT = (
 # Each host: its scheme, the docs subtrees it serves, and nginx directives of its own.
 HOSTS = {
     "www": ("http", ("tutorial", "reference"), ""),
-    "lib": ("http", ("library",), "keepalive_requests 3;"),  # closes every third response
+    "lib": ("http", ("library",), "keepalive_requests 3;"),  # a connection serves three
     # Idle connections close before the next request is due: each pooled one is stale.
     "howto": ("https", ("howto",), "keepalive_timeout 40ms;"),
     "capi": ("https", ("c-api",), ""),
 }
-# The robots.txt of each host that has one, and what its rules ask of hive.
+# The robots.txt of each host that has one, what its rules ask of hive, its Crawl-delay.
 ROBOTS = {
     "www": (
         "User-agent: *\nDisallow: /private/\nDisallow: /library/\nCrawl-delay: 0.15\n",
-        ((False, "/private/"), (False, "/library/")),
+        ((False, "/private/"), (False, "/library/")), 0.15,
     ),
     # Prefixes that are not directories, and an Allow more specific than a Disallow.
     "lib": (
@@ -76,13 +76,13 @@ ROBOTS = {
         + "".join(f"Disallow: /library/{letter}\n" for letter in "aceimst")
         + "Allow: /library/string.html\n",
         (*((False, f"/library/{letter}") for letter in "aceimst"),
-         (True, "/library/string.html")),
+         (True, "/library/string.html")), None,
     ),
     # hive's own group, not the catch-all.
     "capi": (
         "User-agent: *\nDisallow: /\n\nUser-agent: hive\nDisallow: /c-api/init\n"
         "Disallow: /c-api/memory.html\n",
-        ((False, "/c-api/init"), (False, "/c-api/memory.html")),
+        ((False, "/c-api/init"), (False, "/c-api/memory.html")), None,
     ),
 }
 
@@ -289,7 +289,8 @@ class Nginx:
         raise AssertionError(f"nginx did not start:\n{errors}")
 
     def _started(self, ports: list[int]) -> str | None:
-        """"exited", "listening" on all ``ports``, or None (not yet)."""
+        """Whether nginx has exited ("exited") or listens on all ``ports`` ("listening");
+        None while neither."""
         assert self.process is not None
         if self.process.poll() is not None:
             return "exited"
@@ -320,10 +321,9 @@ class Nginx:
             root.mkdir(parents=True)
             for name in dirs:
                 (root / name).symlink_to(self.docs / name, target_is_directory=True)
-            robots, rules = ROBOTS.get(short, (None, ()))
+            robots, rules, crawl_delay = ROBOTS.get(short, (None, (), None))
             if robots is not None:
                 (root / "robots.txt").write_text(robots)
-            crawl_delay = 0.15 if short == "www" else None
             self.vhosts[short] = Vhost(f"{short}.{DOMAIN}", scheme, port, root, rules,
                                        crawl_delay)
         for path, text in edge_pages(http_port, https_port).items():

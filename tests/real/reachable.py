@@ -1,19 +1,21 @@
-"""What a polite crawl of a static site must fetch, worked out from the files it serves.
+"""What a crawl of a static site must fetch, worked out from the files it serves.
 
-An oracle independent of hive: links are read by a scanner of start tags
-(hive parses with selectolax; the pages here are well-formed Sphinx output and
-hand-written edge pages, and the standard library's ``html.parser`` takes
-seconds a page where this takes milliseconds), URLs are joined with ``urllib.parse``,
-robots rules are stated by the test rather than parsed, and each URL is
-answered as nginx answers it for a static root: a file is 200, a directory
-without its slash a 301 to the slash, a directory with it its ``index.html``,
-anything else 404. Links followed, as hive's policy says: ``a``/``area``
-``href``, ``frame``/``iframe`` ``src``, ``link`` with a page ``rel``
-(canonical, alternate, next, prev, previous) unless an alternate names a
-non-HTML type, a meta refresh URL, resolved against ``<base href>``; only
-on hosts the test serves (they share one registered domain, so ``domain``
-scope keeps them); ``rel=nofollow`` and robots meta are not modelled (the
-pages served have neither).
+An oracle independent of hive. Links are read by a scanner of start tags, not
+by hive's selectolax (the pages are well-formed Sphinx output and edge pages
+the test writes; the standard library's ``html.parser`` would take seconds per
+megabyte); URLs are joined with ``urllib.parse``; robots rules are stated by
+the test, not parsed; and each URL is answered as nginx answers it from a
+static root: a file is 200, a directory without its slash a 301 to the slash,
+a directory with it its ``index.html``, anything else 404.
+
+Links followed, as hive's policy says: ``a``/``area`` ``href``,
+``frame``/``iframe`` ``src``, ``link`` with a page ``rel`` (canonical,
+alternate, next, prev, previous) unless an alternate names a non-HTML type, and
+a meta refresh URL, resolved against ``<base href>``; only on the hosts the
+test serves (they share one registered domain, so ``domain`` scope keeps
+them). ``rel=nofollow`` and robots meta are not modelled: the pages have
+neither. Nor are paths with empty segments (``/a//b``): ``urljoin`` drops
+them where RFC 3986, and hive, keep them.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ class Vhost:
 
 @dataclass
 class Crawl:
-    """The result of walking a site: URL -> the status nginx gives it, and what robots forbids."""
+    """A walk of a site: the status nginx gives each URL and the file it serves, the URLs
+    robots.txt forbids, and links into the domain that no vhost serves."""
 
     status: dict[str, int] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
