@@ -205,9 +205,21 @@ def worker_dir(data_dir: Path, worker_id: int) -> Path:
 
 
 def read_state(data_dir: Path) -> dict[str, Any] | None:
-    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none."""
+    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none.
+
+    A file that is not a JSON object raises StoreError naming it.
+    """
     path = data_dir / "hive.json"
-    if not path.exists():
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
         return None
-    state: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path} is damaged: {exc}") from exc
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise StoreError(f"{path} is damaged: not JSON ({exc})") from exc
+    if not isinstance(state, dict):
+        raise StoreError(f"{path} is damaged: not a JSON object")
     return state

@@ -53,8 +53,8 @@ from hive.config import Config
 from hive.control import ControlServer
 from hive.curve import ensure_keys, key_dir
 from hive.endpoints import Endpoints, make_run_dir, pull, push, run_dir_for
-from hive.errors import URLError
-from hive.frontier.store import DB_NAMES, Store
+from hive.errors import StoreError, URLError
+from hive.frontier.store import DB_NAMES, Store, check_file
 from hive.lifecycle import STORE_FAILED, Lock, read_state, worker_dir
 from hive.outbox import Outbox
 from hive.record import UrlRecord
@@ -110,13 +110,14 @@ def pages_done(store: Path) -> int:
 class Supervisor:
     def __init__(
         self, cfg: Config, data_dir: Path, procs: int, *, seeds: Sequence[str] = (),
-        max_pages: int = 0,
+        max_pages: int = 0, recreate_missing: bool = False,
     ) -> None:
         self.cfg = cfg
         self.data_dir = data_dir
         self.procs = procs
         self.seeds = list(seeds)
         self.max_pages = max_pages
+        self.recreate_missing = recreate_missing
         self.stopping = False
         self.ended = ""
         self.failed = False
@@ -137,15 +138,15 @@ class Supervisor:
     def open(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.lock = Lock(self.data_dir / "lock", f"the hive at {self.data_dir}")
-        previous = read_state(self.data_dir)
-        ring = self._ring()
-        if previous is not None and previous.get("ring") != ring:
-            try:
+        try:
+            previous = read_state(self.data_dir)
+            self._check_stores(previous)
+            if previous is not None and previous.get("ring") != self._ring():
                 self.resized = resize(self.data_dir, self.cfg, self.procs)
-            except BaseException:
-                self.lock.release()
-                raise
-            log.info("%s", self.resized.summary())
+                log.info("%s", self.resized.summary())
+        except BaseException:
+            self.lock.release()
+            raise
         self.endpoints = self._endpoints()
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.curve = self.endpoints.curve(self.ctx)
@@ -183,6 +184,34 @@ class Supervisor:
         self.poller.register(self.control.socket, zmq.POLLIN)
         self._write_state()
         log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
+
+    def _check_stores(self, previous: dict[str, Any] | None) -> None:
+        """Refuse to start on a damaged worker store, or without one that hive.json names.
+
+        A worker store that went missing would be created empty and its hosts'
+        pages fetched again: that takes ``recreate_missing``. A fresh data
+        directory gets its stores made here, before hive.json names them, so a
+        crash during start-up never leaves a named store missing.
+        """
+        ring = previous.get("ring") if previous is not None else None
+        named = ring.get("procs") if isinstance(ring, dict) else None
+        if previous is not None and not isinstance(named, int):
+            raise StoreError(f"{self.data_dir / 'hive.json'} is damaged: it names no ring")
+        for i in range(max(self.procs, named or 0)):
+            directory = worker_dir(self.data_dir, i)
+            check_file(directory)
+            if (directory / "data.mdb").exists():
+                continue
+            if named is not None and i < named and not self.recreate_missing:
+                raise StoreError(
+                    f"the store of worker {i} is missing ({directory / 'data.mdb'}) though "
+                    f"{self.data_dir / 'hive.json'} names it; start with --recreate-missing to "
+                    "start it empty (the pages its hosts had fetched will be fetched again)"
+                )
+            if i < self.procs:
+                Store(directory, sync_interval=0.0).close(time.time())
+                if named is not None and i < named:
+                    log.warning("made an empty store for worker %d at %s", i, directory)
 
     def _endpoints(self) -> Endpoints:
         """The hive's addresses, with its CURVE keys when any is beyond loopback (or always)."""
