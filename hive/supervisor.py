@@ -21,8 +21,9 @@ URL and the outboxes every unacknowledged batch. A restart with another ring
 ring names, before any child starts (hive/resize.py); what moved is logged and
 kept in ``status`` under ``resize``.
 
-Sockets: ``hive.transport`` picks ipc (the default) or tcp. When any endpoint
-is beyond loopback, or ``hive.curve`` is ``always``, the hive's CURVE keys
+Sockets: ``hive.transport`` picks ipc (the default) or tcp. On tcp (loopback
+included: a machine has other users, and any of them can connect to a loopback
+port), or when ``hive.curve`` is ``always``, the hive's CURVE keys
 (``DATA/keys``, made on the first such start and reused after) go into the
 endpoints recipe: every socket that binds is then a CURVE server behind its
 process's ZAP authenticator and every socket that connects a CURVE client
@@ -68,6 +69,8 @@ NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
 # Counters that move whenever a worker does anything with a URL (for the end of the batch).
 MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0
+# The supervisor's inbox takes only counters and acknowledgements, never batches.
+SUPERVISOR_INBOX_BYTES = 8 << 20
 
 
 @dataclass(slots=True)
@@ -153,7 +156,8 @@ class Supervisor:
         self.control = ControlServer(self.ctx, self.endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
         }, curve=self.curve)
-        self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve)
+        self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve,
+                          max_bytes=SUPERVISOR_INBOX_BYTES)
         self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
         self.commands = [push(self.ctx, self.endpoints.worker(i), self.curve)
                          for i in range(self.procs)]
@@ -220,7 +224,7 @@ class Supervisor:
             endpoints = Endpoints.tcp(hive.tcp_port, hive.tcp_host)
         else:
             endpoints = Endpoints(make_run_dir(run_dir_for(self.data_dir)))
-        if hive.curve == "always" or not endpoints.local:
+        if hive.curve == "always" or hive.transport == "tcp" or not endpoints.local:
             endpoints = endpoints.with_keys(ensure_keys(key_dir(self.data_dir)).directory)
         return endpoints
 
