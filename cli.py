@@ -305,8 +305,12 @@ def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
 @DATA
 @click.option("--limit", type=click.IntRange(1), default=100, show_default=True,
               help="Problems listed per worker.")
-def verify(data_dir: Path, limit: int) -> None:
+@click.option("--replay-quarantine", is_flag=True,
+              help="First put quarantined link batches that decode back in their outboxes "
+                   "(sent on the next start).")
+def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     """Check a stopped hive's storage; exit 1 with the list of problems."""
+    from hive.outbox import replay_data_dir
     from hive.ring import Ring
     from hive.verify import verify_data_dir
 
@@ -324,6 +328,12 @@ def verify(data_dir: Path, limit: int) -> None:
     except (KeyError, TypeError, ValueError, HiveError) as exc:
         raise click.ClickException(
             f"{data_dir / 'hive.json'} is damaged: no valid ring ({exc})") from exc
+    if replay_quarantine:
+        try:
+            for line in replay_data_dir(data_dir):
+                click.echo(line)
+        except HiveError as exc:
+            raise click.ClickException(str(exc)) from exc
     reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs)
     for report in reports.values():
         click.echo(report.summary())

@@ -82,6 +82,8 @@ class Child:
     deaths: deque[float] = field(default_factory=deque)
     restart_at: float = 0.0
     ps: psutil.Process | None = None
+    launched: float = 0.0
+    worker: int | None = None
 
 
 @dataclass(slots=True)
@@ -135,6 +137,9 @@ class Supervisor:
         self._rates: deque[tuple[float, int]] = deque(maxlen=120)
         self.pages_before = 0
         self.resized: Resize | None = None
+        self._last_turn = time.time()
+        # When the supervisor last began judging each worker's silence (see _kill_hung).
+        self._heard: dict[int, float] = {}
 
     # -- open ------------------------------------------------------------------------
 
@@ -179,7 +184,8 @@ class Supervisor:
             args=(cfg_data, str(self.data_dir), ends, self.procs, parent)))]
         for i in range(self.procs):
             self.children.append(
-                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i))
+                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i),
+                      worker=i)
             )
         for child in self.children:
             self._launch(child)
@@ -243,6 +249,7 @@ class Supervisor:
     def _launch(self, child: Child) -> None:
         child.process = child.start()
         child.process.start()
+        child.launched = time.time()
         child.ps = psutil.Process(child.process.pid) if child.process.pid else None
         if child.ps is not None:
             child.ps.cpu_percent(None)
@@ -383,6 +390,7 @@ class Supervisor:
                     wire.encode_batch_data(wire.SUPERVISOR_ORIGIN, seq, data), flags=zmq.NOBLOCK
                 )
         self.store.commit(now)
+        self._kill_hung(now)
         self._reap(now)
         ok = sum(r.stats.get("frontier/done/ok", 0) for r in self.reports.values())
         if not self._rates or now - self._rates[-1][0] >= 1.0:
@@ -438,6 +446,27 @@ class Supervisor:
             return False
         self._quiet_rounds += 1
         return self._quiet_rounds >= 2
+
+    def _kill_hung(self, now: float) -> None:
+        """Kill a worker whose reports have stopped for ``hive.hung_after`` seconds (hung, or
+        stopped by SIGSTOP): alive is not working, and its hosts wait while it is out.
+        ``_reap`` then restarts it like any dead child. A supervisor that was itself
+        held up (its turns stopped) judges no one on that turn: the silence was its own."""
+        last_turn, self._last_turn = self._last_turn, now
+        limit = self.cfg.hive.hung_after
+        if self.stopping or now - last_turn > limit / 2:
+            self._heard = {}
+            return
+        for child in self.children:
+            if child.worker is None or child.process is None or not child.process.is_alive():
+                continue
+            report = self.reports[child.worker]
+            heard = max(report.time, child.launched, self._heard.setdefault(child.worker, now))
+            if now - heard > limit:
+                log.warning("%s sent no report for %.0fs (hung or stopped); killing it to "
+                            "restart it", child.name, now - heard)
+                child.process.kill()
+                self._heard.pop(child.worker, None)
 
     def _reap(self, now: float) -> None:
         for child in self.children:

@@ -36,6 +36,8 @@ clean close and after a crash alike (the last committed turn). Checks:
   in ``r<r>``.
 - ``outbox``: an 8-byte key; the value a records frame as hive.wire decodes
   it (u32 count, then per record a u32 length and ``UrlRecord`` bytes).
+- ``quarantine``: every entry is a problem (links never handed on), listed with
+  its reason; ``hive verify --replay-quarantine`` puts those that decode back.
 - The ring, given ``owner`` and ``worker_id``: every host with pending URLs is
   this worker's. Across a data directory: no host has pending URLs in two
   workers.
@@ -255,6 +257,7 @@ class _Checker:
         self._leases()
         self._parked()
         self._outbox()
+        self._quarantine()
         self._meta(self._by_state())
         n = self.n
         self.report.counts = {
@@ -263,6 +266,7 @@ class _Checker:
             "urls/refused": n["urls/refused"], "front": n["front"], "back": n["back"],
             "hosts": n["hosts"], "bound": n["bound"], "parked": n["parked"],
             "leases": n["leases"], "outbox": n["outbox"], "outbox/records": n["outbox/records"],
+            "quarantine": n["quarantine"],
         }
 
     # -- reading -----------------------------------------------------------------
@@ -553,6 +557,17 @@ class _Checker:
                 self.report.add(f"{where}: host {host.host_key} says parked_at {host.parked_at}")
             if not self._has_back(prefix):
                 self.report.add(f"{where}: host {host.host_key} has nothing queued")
+
+    def _quarantine(self) -> None:
+        for key, value in self._items("quarantine"):
+            self.n["quarantine"] += 1
+            reason, _, data = value.partition(b"\0")
+            seq = U64.unpack(key)[0] if len(key) == 8 else key.hex()
+            self.report.add(
+                f"quarantine {seq}: a batch of {len(data)} bytes never handed on "
+                f"({reason.decode('utf-8', 'replace')}); hive verify --replay-quarantine "
+                "sends it again if it decodes"
+            )
 
     def _outbox(self) -> None:
         for key, value in self._items("outbox"):

@@ -19,9 +19,11 @@ import pytest
 
 from hive import config
 from hive.errors import StoreError
-from hive.frontier.store import Store, check_file
+from hive.frontier.store import U64, Store, check_file
 from hive.lifecycle import read_state
+from hive.record import UrlRecord
 from hive.verify import verify_data_dir
+from hive.wire import encode_records
 from tests.frontier.test_verify import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +163,21 @@ def test_a_missing_store_that_hive_json_names_is_reported_and_stops_start(
     assert_refused(hive("start", "--data", str(data), "--quiet", "--procs", "2"),
                    "the store of worker 1 is missing", "--recreate-missing")
     assert not (data / "worker-01" / "data.mdb").exists(), "refusing must not create it"
+
+
+@pytest.mark.slow
+def test_verify_lists_quarantined_batches_and_replays_those_that_decode(tmp_path: Path) -> None:
+    data = data_dir(tmp_path)
+    store = Store(data / "worker-00", sync_interval=0.0)
+    good = encode_records([UrlRecord("http://a.test/x", "a.test", 1)])
+    store.put("quarantine", U64.pack(10**6), b"unacknowledged after 8 sends\0" + good)
+    store.close(0.0)
+    before = hive("verify", "--data", str(data))
+    assert before.returncode == 1
+    assert "quarantine 1000000: a batch of" in before.stdout, before.stdout
+    after = hive("verify", "--replay-quarantine", "--data", str(data))
+    assert "1 quarantined batches back in the outbox" in after.stdout, after.stdout
+    assert after.returncode == 0, after.stdout + after.stderr
+    store = Store(data / "worker-00", sync_interval=0.0)
+    assert store.get("outbox", U64.pack(10**6)) == good
+    store.close(0.0)
