@@ -90,12 +90,13 @@ class Progress:
 
 
 def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
-                   max_pages: int, quiet: bool) -> Supervisor:
+                   max_pages: int, quiet: bool, recreate_missing: bool = False) -> Supervisor:
     from hive.lifecycle import Runner, setup_logging
     from hive.supervisor import Supervisor
 
     setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
-    supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages)
+    supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages,
+                            recreate_missing=recreate_missing)
     try:
         if Runner(supervisor, "supervisor", Progress(supervisor, quiet)).run() != 0:
             supervisor.failed = True
@@ -121,17 +122,21 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
 @click.option("--detach", is_flag=True,
               help="Return once the hive is up; it runs in the background.")
 @click.option("--quiet", is_flag=True, help="No progress line.")
+@click.option("--recreate-missing", is_flag=True,
+              help="Start a worker whose store hive.json names but is missing, empty "
+                   "(its hosts' fetched pages are fetched again).")
 @pass_config
 def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
           resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
-          max_pages: int, detach: bool, quiet: bool) -> None:
+          max_pages: int, detach: bool, quiet: bool, recreate_missing: bool) -> None:
     """Start (or resume) a crawl; exits 0 when the batch ends."""
     cfg = _network(cfg, resolve, allow_private, allow_net)
     urls = _read_urls(seeds) if seeds else []
     if detach:
         _detach(data_dir)
         return
-    supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet)
+    supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet,
+                                recreate_missing)
     totals = supervisor.totals()
     click.echo(f"hive stopped: {supervisor.ended}; {totals['frontier/done/ok']:.0f} pages, "
                f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
@@ -165,7 +170,10 @@ def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
     from hive.control import ControlClient
     from hive.endpoints import Endpoints
 
-    state = read_state(data_dir)
+    try:
+        state = read_state(data_dir)
+    except HiveError as exc:
+        raise click.ClickException(str(exc)) from exc
     pid = state.get("pid") if state else None
     if not state or not isinstance(pid, int) or not _alive(pid):
         click.echo(f"no hive is running on {data_dir}", err=True)
@@ -297,19 +305,36 @@ def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
 @DATA
 @click.option("--limit", type=click.IntRange(1), default=100, show_default=True,
               help="Problems listed per worker.")
-def verify(data_dir: Path, limit: int) -> None:
+@click.option("--replay-quarantine", is_flag=True,
+              help="First put quarantined link batches that decode back in their outboxes "
+                   "(sent on the next start).")
+def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     """Check a stopped hive's storage; exit 1 with the list of problems."""
+    from hive.outbox import replay_data_dir
     from hive.ring import Ring
     from hive.verify import verify_data_dir
 
-    state = read_state(data_dir)
+    try:
+        state = read_state(data_dir)
+    except HiveError as exc:
+        raise click.ClickException(str(exc)) from exc
     if state is None:
         raise click.ClickException(f"{data_dir} holds no hive (no hive.json)")
     pid = state.get("pid")
     if isinstance(pid, int) and _alive(pid):
         raise click.ClickException(f"the hive on {data_dir} is running (pid {pid}): stop it first")
-    ring = Ring.from_params(state["ring"])
-    reports = verify_data_dir(data_dir, ring.owner)
+    try:
+        ring = Ring.from_params(state["ring"])
+    except (KeyError, TypeError, ValueError, HiveError) as exc:
+        raise click.ClickException(
+            f"{data_dir / 'hive.json'} is damaged: no valid ring ({exc})") from exc
+    if replay_quarantine:
+        try:
+            for line in replay_data_dir(data_dir):
+                click.echo(line)
+        except HiveError as exc:
+            raise click.ClickException(str(exc)) from exc
+    reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs)
     for report in reports.values():
         click.echo(report.summary())
     if not reports or not all(r.ok for r in reports.values()):

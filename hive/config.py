@@ -126,6 +126,7 @@ class HiveConfig:
     outbox_window: float
     overflow: int
     stats_interval: float
+    hung_after: float
     restart_backoff: float
     max_restarts: int
     restart_window: float
@@ -222,6 +223,9 @@ def _check_whole(cfg: Config) -> None:
         )
     if cfg.politeness.min_delay > cfg.politeness.max_delay:
         raise ConfigError("politeness.min_delay: must not exceed politeness.max_delay")
+    if cfg.hive.hung_after < 4 * cfg.hive.stats_interval:
+        raise ConfigError("hive.hung_after: must be at least 4 x hive.stats_interval (a worker "
+                          f"reports every {cfg.hive.stats_interval:g}s)")
     if cfg.dns.min_ttl > cfg.dns.max_ttl:
         raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
     if cfg.warc.gzip_level not in GZIP_LEVELS:

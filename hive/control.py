@@ -14,8 +14,11 @@ other exception inside a handler are logged and answered with an error; only
 ``BaseException`` outside ``Exception`` (``KeyboardInterrupt``, ``SystemExit``)
 passes through. Both REQ clients (ROUTER sees ``identity, "", body``) and
 DEALER clients (``identity, body``) are served; the reply mirrors the envelope.
-The size cap is checked after a message arrives, so an oversized request is
-answered too.
+A frame larger than the size cap (plus room for the envelope) disconnects its
+sender inside ZeroMQ (``ZMQ_MAXMSGSIZE``) before it is buffered, so no request
+can make the supervisor hold more than that; a request just over the cap is
+answered with an error, and the client refuses to send one. A turn answers at
+most ``TURN_BUDGET`` requests, so a flood cannot starve the owner's own work.
 
 Client policy: each call uses a fresh DEALER socket with ``linger=0``, closed
 when the call ends, so a call that timed out cannot leave a stale reply for the
@@ -23,7 +26,9 @@ next one. Every failure — an error answer, a garbled answer or no answer withi
 the timeout — raises :class:`hive.errors.ControlError`.
 
 Security: ``ipc://``, ``inproc://`` and loopback ``tcp://`` endpoints are
-trusted as local (:func:`hive.endpoints.is_local`). The server refuses any
+trusted as local (:func:`hive.endpoints.is_local`); the hive itself puts CURVE
+on every ``tcp://`` endpoint, loopback included, since any local user can
+connect to a loopback port (hive/supervisor.py). The server refuses any
 other endpoint unless it is given the process's :class:`hive.curve.Curve`; it
 is then a CURVE server behind that process's ZAP authenticator, which admits
 only the hive's client keys, and the client must be given the hive's key
@@ -59,6 +64,13 @@ Handler = Callable[[dict[str, Any]], object]
 
 # Peer-supplied text echoed in an error reply or a log line is cut to this length.
 _SHOWN = 60
+# The largest request the server takes (and the client sends): `hive add -` sends its URLs
+# in chunks below it.
+MAX_REQUEST_BYTES = 1 << 20
+# Room for the ROUTER's envelope frames beside a request at the limit.
+ENVELOPE_BYTES = 1024
+# Requests answered in one turn of the owner's loop.
+TURN_BUDGET = 64
 
 
 class _BadRequest(Exception):
@@ -93,7 +105,7 @@ class ControlServer:
         ctx: zmq.Context[Any],
         endpoint: str,
         handlers: Mapping[str, Handler],
-        max_bytes: int = 1 << 20,
+        max_bytes: int = MAX_REQUEST_BYTES,
         curve: Curve | None = None,
     ) -> None:
         if curve is None and not is_local(endpoint):
@@ -105,6 +117,9 @@ class ControlServer:
         self._failures = 0
         self.socket: zmq.Socket[bytes] = ctx.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        # A larger frame disconnects its sender before it is buffered: eight 100 MB requests
+        # took the supervisor to 642 MB when the size was checked only once received.
+        self.socket.setsockopt(zmq.MAXMSGSIZE, max_bytes + ENVELOPE_BYTES)
         try:
             use_ipv6(self.socket, endpoint)
             if curve is not None:
@@ -116,10 +131,14 @@ class ControlServer:
         self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         log.info("control: listening on %s%s", self.endpoint, " (CURVE)" if curve else "")
 
-    def handle_ready(self) -> int:
-        """Answer every request already queued, without blocking; return how many."""
+    def handle_ready(self, budget: int = TURN_BUDGET) -> int:
+        """Answer up to ``budget`` requests already queued, without blocking; return how many.
+
+        The budget keeps a flood of requests from starving the owner's other work
+        in its turn: what is left waits for the next turn (the socket stays readable).
+        """
         handled = 0
-        while True:
+        while handled < budget:
             try:
                 frames = self.socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -130,6 +149,7 @@ class ControlServer:
             if not ok:
                 self._errors += 1
             self.socket.send_multipart([*envelope, payload])
+        return handled
 
     def _answer(self, frames: list[bytes]) -> tuple[list[bytes], bytes, bool]:
         """Split the envelope off ``frames``; return it, the encoded reply and its ``ok``."""
@@ -238,6 +258,9 @@ class ControlClient:
     def call(self, cmd: str, **args: object) -> object:
         """Send ``{"cmd": cmd, **args}`` and return the result, or raise ControlError."""
         payload = json.dumps({**args, "cmd": cmd}, allow_nan=False).encode("utf-8")
+        if len(payload) > MAX_REQUEST_BYTES:
+            raise ControlError(f"{cmd}: a request of {len(payload)} bytes exceeds the control "
+                               f"socket's {MAX_REQUEST_BYTES} bytes")
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.LINGER, 0)

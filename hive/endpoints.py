@@ -52,8 +52,11 @@ import zmq
 from hive.curve import Curve
 from hive.errors import HiveError
 from hive.ring import MAX_PROCS
+from hive.wire import MAX_FRAME_BYTES
 
 SEND_HWM = 1000
+# Above wire's largest frame: a batch frame at the wire limit still passes.
+FRAME_SLACK = 64 * 1024
 SUN_PATH_MAX = 107
 RUN_BASE = Path("/tmp")
 LOOPBACK = "127.0.0.1"
@@ -318,17 +321,21 @@ def push(
 
 def pull(
     ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, curve: Curve | None = None,
-    hwm: int | None = None,
+    hwm: int | None = None, max_bytes: int = MAX_FRAME_BYTES + FRAME_SLACK,
 ) -> zmq.Socket[bytes]:
     """A PULL socket bound to ``endpoint`` (linger 0; receive high-water mark ``hwm``).
 
-    With ``curve`` it is a CURVE server behind the process's ZAP authenticator;
-    without, ``endpoint`` must be local (``ValueError`` otherwise, before any bind).
+    A peer that sends a frame over ``max_bytes`` is disconnected by ZeroMQ before
+    the frame is buffered (ZMQ_MAXMSGSIZE): what a message can cost its receiver is
+    bounded by the socket, not by what the sender chose. With ``curve`` it is a
+    CURVE server behind the process's ZAP authenticator; without, ``endpoint``
+    must be local (``ValueError`` otherwise, before any bind).
     """
     _refuse_clear(endpoint, curve)
     sock = ctx.socket(zmq.PULL)
     try:
         _prepare(sock, endpoint)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         if hwm is not None:
             sock.setsockopt(zmq.RCVHWM, hwm)
         if curve is not None:

@@ -6,7 +6,7 @@ an outcome (data), never one of these. These are for callers that must stop::
     HiveError
     ├── ConfigError        a bad config key or value (names the key)
     ├── URLError           a URL hive refuses (also a ValueError; carries .reason)
-    ├── StoreError         the LMDB store cannot do what was asked
+    ├── StoreError         a store cannot do what was asked, or a file of it is damaged
     ├── DnsFailure         a lookup failed (hive.dns; cached and turned into an outcome)
     ├── WireError          a malformed message (hive.wire; counted and dropped)
     ├── RunDirError        the private socket directory is unsafe (hive.endpoints)
@@ -36,7 +36,8 @@ class URLError(HiveError, ValueError):
 
 
 class StoreError(HiveError):
-    """The frontier store failed (map full beyond growth, disk full, corrupt data)."""
+    """A store failed (map full beyond growth, disk full), or a data-directory file is damaged
+    (a store's ``data.mdb``, ``hive.json``); the message names the file."""
 
 
 class ControlError(HiveError):

@@ -34,6 +34,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from hive.errors import HiveError, StoreError
+from hive.logs import RepeatFilter
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ def setup_logging(level: str, directory: Path | None, role: str) -> None:
 
     The file under ``DATA/logs`` gets everything at ``level``; the terminal only
     warnings and errors, so a foreground crawl's progress line stays readable.
+    Repeated warnings of one kind are rate-limited (hive/logs.py).
     """
     stream = logging.StreamHandler(sys.stderr)
     stream.setLevel(logging.WARNING)
@@ -140,6 +142,9 @@ def setup_logging(level: str, directory: Path | None, role: str) -> None:
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(directory / f"{role}.log"))
+    repeats = RepeatFilter()
+    for handler in handlers:
+        handler.addFilter(repeats)
     logging.basicConfig(
         level=level.upper(), handlers=handlers, force=True,
         format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s",
@@ -205,9 +210,21 @@ def worker_dir(data_dir: Path, worker_id: int) -> Path:
 
 
 def read_state(data_dir: Path) -> dict[str, Any] | None:
-    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none."""
+    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none.
+
+    A file that is not a JSON object raises StoreError naming it.
+    """
     path = data_dir / "hive.json"
-    if not path.exists():
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
         return None
-    state: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path} is damaged: {exc}") from exc
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise StoreError(f"{path} is damaged: not JSON ({exc})") from exc
+    if not isinstance(state, dict):
+        raise StoreError(f"{path} is damaged: not a JSON object")
     return state

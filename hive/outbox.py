@@ -16,9 +16,18 @@ crash loses none of them; the batch is sent when its window has passed.
 An unacknowledged batch is sent again after ``resend_after`` seconds, doubling
 per try (capped at a minute), and on every restart (the in-memory send times
 are gone, so everything in the outbox is due). Admission is idempotent (the
-seen set), so a batch sent twice costs a lookup, not a duplicate fetch. A
-batch still unacknowledged after ``max_tries`` sends is a poison batch: it is
-moved to ``quarantine`` with its reason and counted, never resent forever.
+seen set), so a batch sent twice costs a lookup, not a duplicate fetch. A slow
+owner is not a dead one: a batch is resent, at most once a minute, for as long
+as it is unacknowledged (a worker paused for minutes once made its peers give
+up on 532 healthy links). After ``max_tries`` sends it is counted as overdue
+(``outbox/overdue``) and logged once, and still resent; the supervisor is the
+one that restarts an owner whose reports stop.
+
+A batch read back from the store (after a restart) is checked to decode
+before it is sent: one that does not (a damaged disk) could never be
+admitted, so it is a poison batch, moved to ``quarantine`` with its reason and
+counted. ``hive verify`` lists quarantined batches, and
+:func:`replay_quarantine` puts those that decode back in the outbox.
 
 ``RecentLinks`` is the cache of URLs a sender keeps, within a memory budget,
 to drop links it sent a moment ago (a page repeats its neighbours' links)
@@ -27,12 +36,18 @@ before they cost a hop and an outbox write.
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hive.frontier.store import U64, Store
+from hive.lifecycle import Lock
 from hive.record import UrlRecord
-from hive.wire import MAX_RECORDS, concat_records, encode_records
+from hive.wire import MAX_RECORDS, WireError, concat_records, decode_records, encode_records
+
+log = logging.getLogger(__name__)
 
 MAX_RESEND = 60.0
 # An open batch takes no more records once its frame is this large.
@@ -54,6 +69,8 @@ class _Pending:
     sent_at: float = 0.0
     tries: int = 0
     acked: set[int] = field(default_factory=set)
+    # False for a batch read back from the store: it is checked to decode before its send.
+    checked: bool = True
 
 
 class Outbox:
@@ -67,10 +84,10 @@ class Outbox:
         self.pending: dict[int, _Pending] = {}
         self._open: _Open | None = None
         self.counts = {"outbox/batches": 0, "outbox/sent": 0, "outbox/acked": 0,
-                       "outbox/quarantined": 0}
+                       "outbox/quarantined": 0, "outbox/overdue": 0}
         cursor = store.cursor("outbox")
         for key in cursor.iternext(values=False):
-            self.pending[U64.unpack(key)[0]] = _Pending()
+            self.pending[U64.unpack(key)[0]] = _Pending(checked=False)
         last = store.get("meta", b"outbox_seq")
         self._seq = U64.unpack(last)[0] if last else max(self.pending, default=0)
 
@@ -112,13 +129,21 @@ class Outbox:
             wait = min(self.resend_after * 2 ** max(entry.tries - 1, 0), MAX_RESEND)
             if entry.tries and now < entry.sent_at + wait:
                 continue
-            if entry.tries >= self.max_tries:
-                self._quarantine(seq, f"unacknowledged after {entry.tries} sends")
-                continue
             data = self.store.get("outbox", U64.pack(seq))
             if data is None:
                 del self.pending[seq]
                 continue
+            if not entry.checked:
+                try:
+                    decode_records(data)
+                except WireError as exc:
+                    self._quarantine(seq, f"does not decode: {exc}")
+                    continue
+                entry.checked = True
+            if entry.tries == self.max_tries:
+                self.counts["outbox/overdue"] += 1
+                log.warning("outbox: batch %d unacknowledged after %d sends; still resending "
+                            "every %gs while its owners are slow", seq, entry.tries, MAX_RESEND)
             entry.sent_at, entry.tries = now, entry.tries + 1
             self.counts["outbox/sent"] += 1
             out.append((seq, data))
@@ -149,12 +174,75 @@ class Outbox:
         return True
 
     def _quarantine(self, seq: int, reason: str) -> None:
+        log.error("outbox: batch %d quarantined: %s", seq, reason)
         key = U64.pack(seq)
         data = self.store.get("outbox", key) or b""
         self.store.put("quarantine", key, reason.encode() + b"\0" + data)
         self.store.delete("outbox", key)
         del self.pending[seq]
         self.counts["outbox/quarantined"] += 1
+
+
+def quarantined(store: Store) -> list[tuple[int, str, int]]:
+    """A store's quarantined batches: (seq, reason, bytes of the batch)."""
+    out = []
+    for key, value in store.cursor("quarantine").iternext():
+        reason, _, data = bytes(value).partition(b"\0")
+        out.append((U64.unpack(key)[0], reason.decode("utf-8", "replace"), len(data)))
+    return out
+
+
+def replay_quarantine(store: Store) -> tuple[int, list[tuple[int, str]]]:
+    """Put the quarantined batches that decode back in the outbox (sent on the next start);
+    returns how many, and (seq, why) of those left in quarantine. The caller commits."""
+    replayed, left = 0, []
+    for key, value in list(store.cursor("quarantine").iternext()):
+        seq = U64.unpack(key)[0]
+        _, _, data = bytes(value).partition(b"\0")
+        try:
+            decode_records(data)
+        except WireError as exc:
+            left.append((seq, str(exc)))
+            continue
+        store.put("outbox", bytes(key), data)
+        store.delete("quarantine", bytes(key))
+        replayed += 1
+    return replayed, left
+
+
+def replay_data_dir(data_dir: Path) -> list[str]:
+    """Replay the quarantine of every store of a stopped hive (its workers' and the
+    supervisor's), each under its directory's lock; one line per store that had any."""
+    hive = Lock(data_dir / "lock", f"the hive at {data_dir}")
+    try:
+        return [line for directory in _stores(data_dir) if (line := _replay_store(directory))]
+    finally:
+        hive.release()
+
+
+def _stores(data_dir: Path) -> list[Path]:
+    """The stores of a data directory that hold outboxes: the workers' and the supervisor's."""
+    workers = sorted(d for d in data_dir.glob("worker-[0-9]*") if d.name[7:].isdigit())
+    return [*workers, data_dir / "supervisor"]
+
+
+def _replay_store(directory: Path) -> str:
+    """Replay one store's quarantine; a line saying what it did, or "" if it had none."""
+    if not (directory / "data.mdb").exists():
+        return ""
+    lock = Lock(directory / "lock", f"the store {directory}")
+    try:
+        store = Store(directory, sync_interval=0.0)
+        try:
+            replayed, left = replay_quarantine(store)
+        finally:
+            store.close(time.time())
+    finally:
+        lock.release()
+    if not replayed and not left:
+        return ""
+    return (f"{directory}: {replayed} quarantined batches back in the outbox"
+            + "".join(f"; batch {seq} left: {why}" for seq, why in left))
 
 
 class RecentLinks:

@@ -97,6 +97,7 @@ from hive.frontier.store import (
     U64,
     Store,
     back_key,
+    check_file,
     parked_key,
 )
 from hive.lifecycle import Lock, worker_dir
@@ -280,12 +281,16 @@ class _Store:
         self.path = path
         self.lock = Lock(path / "lock", f"the store {path.name}")
         try:
+            check_file(path)
             self.env = lmdb.open(
                 str(path), map_size=map_size, max_dbs=len(DB_NAMES) + 2, readahead=False,
                 max_readers=256,
             )
             self.env.reader_check()
             self.db = {name: self.env.open_db(name.encode()) for name in DB_NAMES}
+        except StoreError:
+            self.lock.release()
+            raise
         except lmdb.Error as exc:
             self.lock.release()
             raise StoreError(f"cannot open store at {path}: {exc}") from exc

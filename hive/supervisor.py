@@ -21,8 +21,9 @@ URL and the outboxes every unacknowledged batch. A restart with another ring
 ring names, before any child starts (hive/resize.py); what moved is logged and
 kept in ``status`` under ``resize``.
 
-Sockets: ``hive.transport`` picks ipc (the default) or tcp. When any endpoint
-is beyond loopback, or ``hive.curve`` is ``always``, the hive's CURVE keys
+Sockets: ``hive.transport`` picks ipc (the default) or tcp. On tcp (loopback
+included: a machine has other users, and any of them can connect to a loopback
+port), or when ``hive.curve`` is ``always``, the hive's CURVE keys
 (``DATA/keys``, made on the first such start and reused after) go into the
 endpoints recipe: every socket that binds is then a CURVE server behind its
 process's ZAP authenticator and every socket that connects a CURVE client
@@ -53,8 +54,8 @@ from hive.config import Config
 from hive.control import ControlServer
 from hive.curve import ensure_keys, key_dir
 from hive.endpoints import Endpoints, make_run_dir, pull, push, run_dir_for
-from hive.errors import URLError
-from hive.frontier.store import DB_NAMES, Store
+from hive.errors import StoreError, URLError
+from hive.frontier.store import DB_NAMES, Store, check_file
 from hive.lifecycle import STORE_FAILED, Lock, read_state, worker_dir
 from hive.outbox import Outbox
 from hive.record import UrlRecord
@@ -68,6 +69,8 @@ NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
 # Counters that move whenever a worker does anything with a URL (for the end of the batch).
 MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0
+# The supervisor's inbox takes only counters and acknowledgements, never batches.
+SUPERVISOR_INBOX_BYTES = 8 << 20
 
 
 @dataclass(slots=True)
@@ -79,6 +82,8 @@ class Child:
     deaths: deque[float] = field(default_factory=deque)
     restart_at: float = 0.0
     ps: psutil.Process | None = None
+    launched: float = 0.0
+    worker: int | None = None
 
 
 @dataclass(slots=True)
@@ -110,13 +115,14 @@ def pages_done(store: Path) -> int:
 class Supervisor:
     def __init__(
         self, cfg: Config, data_dir: Path, procs: int, *, seeds: Sequence[str] = (),
-        max_pages: int = 0,
+        max_pages: int = 0, recreate_missing: bool = False,
     ) -> None:
         self.cfg = cfg
         self.data_dir = data_dir
         self.procs = procs
         self.seeds = list(seeds)
         self.max_pages = max_pages
+        self.recreate_missing = recreate_missing
         self.stopping = False
         self.ended = ""
         self.failed = False
@@ -131,28 +137,32 @@ class Supervisor:
         self._rates: deque[tuple[float, int]] = deque(maxlen=120)
         self.pages_before = 0
         self.resized: Resize | None = None
+        self._last_turn = time.time()
+        # When the supervisor last began judging each worker's silence (see _kill_hung).
+        self._heard: dict[int, float] = {}
 
     # -- open ------------------------------------------------------------------------
 
     def open(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.lock = Lock(self.data_dir / "lock", f"the hive at {self.data_dir}")
-        previous = read_state(self.data_dir)
-        ring = self._ring()
-        if previous is not None and previous.get("ring") != ring:
-            try:
+        try:
+            previous = read_state(self.data_dir)
+            self._check_stores(previous)
+            if previous is not None and previous.get("ring") != self._ring():
                 self.resized = resize(self.data_dir, self.cfg, self.procs)
-            except BaseException:
-                self.lock.release()
-                raise
-            log.info("%s", self.resized.summary())
+                log.info("%s", self.resized.summary())
+        except BaseException:
+            self.lock.release()
+            raise
         self.endpoints = self._endpoints()
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.curve = self.endpoints.curve(self.ctx)
         self.control = ControlServer(self.ctx, self.endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
         }, curve=self.curve)
-        self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve)
+        self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve,
+                          max_bytes=SUPERVISOR_INBOX_BYTES)
         self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
         self.commands = [push(self.ctx, self.endpoints.worker(i), self.curve)
                          for i in range(self.procs)]
@@ -174,7 +184,8 @@ class Supervisor:
             args=(cfg_data, str(self.data_dir), ends, self.procs, parent)))]
         for i in range(self.procs):
             self.children.append(
-                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i))
+                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i),
+                      worker=i)
             )
         for child in self.children:
             self._launch(child)
@@ -184,6 +195,34 @@ class Supervisor:
         self._write_state()
         log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
 
+    def _check_stores(self, previous: dict[str, Any] | None) -> None:
+        """Refuse to start on a damaged worker store, or without one that hive.json names.
+
+        A worker store that went missing would be created empty and its hosts'
+        pages fetched again: that takes ``recreate_missing``. A fresh data
+        directory gets its stores made here, before hive.json names them, so a
+        crash during start-up never leaves a named store missing.
+        """
+        ring = previous.get("ring") if previous is not None else None
+        named = ring.get("procs") if isinstance(ring, dict) else None
+        if previous is not None and not isinstance(named, int):
+            raise StoreError(f"{self.data_dir / 'hive.json'} is damaged: it names no ring")
+        for i in range(max(self.procs, named or 0)):
+            directory = worker_dir(self.data_dir, i)
+            check_file(directory)
+            if (directory / "data.mdb").exists():
+                continue
+            if named is not None and i < named and not self.recreate_missing:
+                raise StoreError(
+                    f"the store of worker {i} is missing ({directory / 'data.mdb'}) though "
+                    f"{self.data_dir / 'hive.json'} names it; start with --recreate-missing to "
+                    "start it empty (the pages its hosts had fetched will be fetched again)"
+                )
+            if i < self.procs:
+                Store(directory, sync_interval=0.0).close(time.time())
+                if named is not None and i < named:
+                    log.warning("made an empty store for worker %d at %s", i, directory)
+
     def _endpoints(self) -> Endpoints:
         """The hive's addresses, with its CURVE keys when any is beyond loopback (or always)."""
         hive = self.cfg.hive
@@ -191,7 +230,7 @@ class Supervisor:
             endpoints = Endpoints.tcp(hive.tcp_port, hive.tcp_host)
         else:
             endpoints = Endpoints(make_run_dir(run_dir_for(self.data_dir)))
-        if hive.curve == "always" or not endpoints.local:
+        if hive.curve == "always" or hive.transport == "tcp" or not endpoints.local:
             endpoints = endpoints.with_keys(ensure_keys(key_dir(self.data_dir)).directory)
         return endpoints
 
@@ -210,6 +249,7 @@ class Supervisor:
     def _launch(self, child: Child) -> None:
         child.process = child.start()
         child.process.start()
+        child.launched = time.time()
         child.ps = psutil.Process(child.process.pid) if child.process.pid else None
         if child.ps is not None:
             child.ps.cpu_percent(None)
@@ -350,6 +390,7 @@ class Supervisor:
                     wire.encode_batch_data(wire.SUPERVISOR_ORIGIN, seq, data), flags=zmq.NOBLOCK
                 )
         self.store.commit(now)
+        self._kill_hung(now)
         self._reap(now)
         ok = sum(r.stats.get("frontier/done/ok", 0) for r in self.reports.values())
         if not self._rates or now - self._rates[-1][0] >= 1.0:
@@ -405,6 +446,27 @@ class Supervisor:
             return False
         self._quiet_rounds += 1
         return self._quiet_rounds >= 2
+
+    def _kill_hung(self, now: float) -> None:
+        """Kill a worker whose reports have stopped for ``hive.hung_after`` seconds (hung, or
+        stopped by SIGSTOP): alive is not working, and its hosts wait while it is out.
+        ``_reap`` then restarts it like any dead child. A supervisor that was itself
+        held up (its turns stopped) judges no one on that turn: the silence was its own."""
+        last_turn, self._last_turn = self._last_turn, now
+        limit = self.cfg.hive.hung_after
+        if self.stopping or now - last_turn > limit / 2:
+            self._heard = {}
+            return
+        for child in self.children:
+            if child.worker is None or child.process is None or not child.process.is_alive():
+                continue
+            report = self.reports[child.worker]
+            heard = max(report.time, child.launched, self._heard.setdefault(child.worker, now))
+            if now - heard > limit:
+                log.warning("%s sent no report for %.0fs (hung or stopped); killing it to "
+                            "restart it", child.name, now - heard)
+                child.process.kill()
+                self._heard.pop(child.worker, None)
 
     def _reap(self, now: float) -> None:
         for child in self.children:

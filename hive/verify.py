@@ -36,6 +36,8 @@ clean close and after a crash alike (the last committed turn). Checks:
   in ``r<r>``.
 - ``outbox``: an 8-byte key; the value a records frame as hive.wire decodes
   it (u32 count, then per record a u32 length and ``UrlRecord`` bytes).
+- ``quarantine``: every entry is a problem (links never handed on), listed with
+  its reason; ``hive verify --replay-quarantine`` puts those that decode back.
 - The ring, given ``owner`` and ``worker_id``: every host with pending URLs is
   this worker's. Across a data directory: no host has pending URLs in two
   workers.
@@ -69,6 +71,7 @@ from hive.frontier.store import (
     TIME_HOST,
     U64,
     URL_KEY,
+    check_file,
     parked_key,
     url_key,
 )
@@ -123,13 +126,16 @@ def verify_store(
 
 
 def verify_data_dir(
-    data_dir: Path, owner: Owner | None = None, *, limit: int = 100
+    data_dir: Path, owner: Owner | None = None, *, limit: int = 100, procs: int | None = None
 ) -> dict[int, Report]:
     """Check every ``worker-NN`` store under ``data_dir``, by worker id.
 
     ``owner`` maps a host key to its worker id (the ring in force); with it each
     store's hosts are checked against the ring. Without it, a host with pending
     URLs in two workers is still reported, in the report of the later one.
+    ``procs`` is the number of workers the data directory's ring names: a store
+    of one of them that is missing (or has lost its ``data.mdb``) is reported,
+    since the worker would start empty and fetch its hosts' pages again.
     """
     found = sorted(
         (int(m.group(1)), d)
@@ -137,6 +143,13 @@ def verify_data_dir(
         if (m := WORKER_DIR.fullmatch(d.name)) and d.is_dir()
     )
     reports: dict[int, Report] = {}
+    present = {worker_id for worker_id, d in found if (d / "data.mdb").exists()}
+    for worker_id in range(procs or 0):
+        if worker_id not in present:
+            report = reports[worker_id] = Report(data_dir / f"worker-{worker_id:02d}", limit)
+            report.add(f"the store of worker {worker_id} is missing "
+                       f"({report.path / 'data.mdb'}): its hosts' pages would be fetched again")
+    found = [(worker_id, d) for worker_id, d in found if worker_id in present or not procs]
     first_owner: dict[int, int] = {}
     for worker_id, directory in found:
         try:
@@ -158,6 +171,7 @@ def _verify(
     """The report and the hosts with pending URLs (hash → host key) of one store."""
     if owner is not None and worker_id is None:
         raise ValueError("the ring check needs this store's worker_id")
+    check_file(path)
     try:
         env = lmdb.open(
             str(path), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2, readahead=False
@@ -169,6 +183,8 @@ def _verify(
         with env.begin() as txn:
             checker = _Checker(env, txn, report, owner, worker_id)
             checker.run()
+    except lmdb.Error as exc:
+        raise StoreError(f"{path / 'data.mdb'} is damaged: {exc}") from exc
     finally:
         env.close()
     return report, checker.pending_hosts
@@ -241,6 +257,7 @@ class _Checker:
         self._leases()
         self._parked()
         self._outbox()
+        self._quarantine()
         self._meta(self._by_state())
         n = self.n
         self.report.counts = {
@@ -249,6 +266,7 @@ class _Checker:
             "urls/refused": n["urls/refused"], "front": n["front"], "back": n["back"],
             "hosts": n["hosts"], "bound": n["bound"], "parked": n["parked"],
             "leases": n["leases"], "outbox": n["outbox"], "outbox/records": n["outbox/records"],
+            "quarantine": n["quarantine"],
         }
 
     # -- reading -----------------------------------------------------------------
@@ -539,6 +557,17 @@ class _Checker:
                 self.report.add(f"{where}: host {host.host_key} says parked_at {host.parked_at}")
             if not self._has_back(prefix):
                 self.report.add(f"{where}: host {host.host_key} has nothing queued")
+
+    def _quarantine(self) -> None:
+        for key, value in self._items("quarantine"):
+            self.n["quarantine"] += 1
+            reason, _, data = value.partition(b"\0")
+            seq = U64.unpack(key)[0] if len(key) == 8 else key.hex()
+            self.report.add(
+                f"quarantine {seq}: a batch of {len(data)} bytes never handed on "
+                f"({reason.decode('utf-8', 'replace')}); hive verify --replay-quarantine "
+                "sends it again if it decodes"
+            )
 
     def _outbox(self) -> None:
         for key, value in self._items("outbox"):

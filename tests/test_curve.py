@@ -1,8 +1,9 @@
 """A hive with CURVE end to end: the real CLI in subprocesses, strangers at its sockets.
 
-The hive listens on this machine's own address beyond loopback when it has one
-(``hive.curve = "auto"`` then decides CURVE, as it would in production), else
-on loopback with ``hive.curve = "always"``. A message is proved delivered, or
+The hive listens with ``transport = "tcp"`` and the default ``hive.curve =
+"auto"``, on this machine's own address beyond loopback when it has one, else
+on loopback: CURVE either way (a loopback port is open to every local user,
+who must not be able to stop the crawl or forge its stats). A message is proved delivered, or
 not, at the web server: each test URL is on a host of its own, which the hive
 fetches at once if the URL reaches it.
 """
@@ -80,10 +81,9 @@ def requested(web: WebProcess) -> set[str]:
 def test_a_curve_hive_crawls_serves_its_cli_and_ignores_strangers(
     tmp_path: Path, web: WebProcess
 ) -> None:
-    host = own_address()
-    curve = "auto" if host else "always"
-    host = host or "127.0.0.1"
-    settings: dict[str, Any] = {"transport": "tcp", "tcp_host": host, "curve": curve,
+    # tcp has CURVE by default, on loopback too: any local user can connect to a port.
+    host = own_address() or "127.0.0.1"
+    settings: dict[str, Any] = {"transport": "tcp", "tcp_host": host, "curve": "auto",
                                 "tcp_port": free_base_port(host, 3 + PROCS)}
     hive = Hive(tmp_path, web, hive=settings,
                 politeness={"min_delay": SLOW_DELAY, "max_delay": SLOW_DELAY})
@@ -96,7 +96,7 @@ def test_a_curve_hive_crawls_serves_its_cli_and_ignores_strangers(
     state = hive.state()
     endpoints = Endpoints.from_dict(state["endpoints"])
     assert endpoints.keys == (hive.data / "keys").resolve()
-    assert endpoints.local is (curve == "always")
+    assert endpoints.local is (host == "127.0.0.1")
     keys = ClientKeys.load(endpoints.keys)
     key_files = sorted(p for p in endpoints.keys.rglob("*") if p.is_file())
     assert mode(endpoints.keys) == mode(endpoints.keys / "clients") == 0o700

@@ -32,10 +32,21 @@ environment is opened without fsync on commit and synced every
 pages are in the OS page cache); a power loss can cost the last interval.
 The map doubles whenever it is half full, looked at every ``GROW_CHECK_OPS``
 writes, between transactions, as LMDB requires.
+
+A damaged file is named and refused before LMDB maps it (:func:`check_file`):
+LMDB trusts its two meta pages, so a truncated file is read past its end
+(SIGBUS, no message) and overwritten meta pages give ``MDB_INVALID``. The
+check reads both meta pages (LMDB 0.9's layout: magic ``0xBEEFC0DE``, version
+1, page size, last page, transaction id, the two core databases' roots) and
+refuses a file with no valid meta page, or whose newest valid one names pages
+the file does not hold. Damage inside the data pages passes it; LMDB reports
+some of that (``MDB_CORRUPTED``, which every opener turns into StoreError),
+and records that do not decode are the readers' to quarantine.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -54,6 +65,14 @@ HOST_LEVEL_SEQ = struct.Struct(">QBQ")
 LEVEL_SEQ = struct.Struct(">BQ")
 TIME_HOST = struct.Struct(">QQ")
 URL_KEY = struct.Struct(">QQ")
+
+# LMDB 0.9's meta page (mdb.c: MDB_meta after a 16-byte page header) ends with the txn id.
+META_BYTES = 152
+META_MAGIC = 0xBEEFC0DE
+META_VERSION = 1
+P_META = 0x08
+NO_PAGE = 2**64 - 1
+PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
 
 PENDING = b"p"
 DONE = b"d"
@@ -76,6 +95,64 @@ def parked_key(when: float, host_hash: int) -> bytes:
     return TIME_HOST.pack(max(0, int(when * 1000)), host_hash)
 
 
+def _meta(data: bytes, offset: int) -> tuple[int, int, int] | None:
+    """(page size, last page, transaction id) of the meta page at ``offset``, or None if it
+    is not one."""
+    if len(data) < offset + META_BYTES:
+        return None
+    (pgno, _pad, flags, _bounds, magic, version, _address, _mapsize, psize, free_root,
+     last_page, main_root, txnid) = _unpack_meta(data, offset)
+    if magic != META_MAGIC or version != META_VERSION or not flags & P_META:
+        return None
+    if pgno != offset // max(psize, 1) or psize not in PAGE_SIZES:
+        return None
+    if any(root != NO_PAGE and root > last_page for root in (free_root, main_root)):
+        return None
+    return psize, last_page, txnid
+
+
+def _unpack_meta(data: bytes, offset: int) -> tuple[int, ...]:
+    """The meta fields: the page header, magic, version, address, map size, the free
+    database's md_pad (the page size), its root, the last page, the main root, the txn id."""
+    head = struct.unpack_from("<QHHIIIQQ", data, offset)
+    psize, = struct.unpack_from("<I", data, offset + 40)
+    free_root, = struct.unpack_from("<Q", data, offset + 80)
+    main_root, = struct.unpack_from("<Q", data, offset + 128)
+    last_page, txnid = struct.unpack_from("<QQ", data, offset + 136)
+    return (*head, psize, free_root, last_page, main_root, txnid)
+
+
+def check_file(path: Path) -> None:
+    """Refuse a store whose ``data.mdb`` LMDB cannot safely map; see the module docstring.
+
+    A directory without ``data.mdb`` passes (LMDB makes a new one). Raises
+    StoreError naming the file and what is wrong with it.
+    """
+    data_file = path / "data.mdb"
+    try:
+        with data_file.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(max(PAGE_SIZES) + META_BYTES)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{data_file}: cannot read: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise StoreError(f"{data_file} is damaged: the file is empty")
+    first = _meta(head, 0)
+    sizes = [first[0]] if first is not None else list(PAGE_SIZES)
+    metas = [m for m in (first, *(_meta(head, psize) for psize in sizes)) if m is not None]
+    if not metas:
+        raise StoreError(f"{data_file} is damaged: no valid LMDB meta page (overwritten, "
+                         "or not an LMDB file)")
+    psize, last_page, _txnid = max(metas, key=lambda m: m[2])
+    if size < (last_page + 1) * psize:
+        raise StoreError(
+            f"{data_file} is damaged: truncated to {size} bytes, its last committed "
+            f"transaction needs {(last_page + 1) * psize}"
+        )
+
+
 class Store:
     """One LMDB environment with hive's named databases and a held write transaction.
 
@@ -92,15 +169,16 @@ class Store:
     ) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
+        check_file(path)
         try:
             self.env = lmdb.open(
                 str(path), map_size=map_size_mb << 20, max_dbs=len(DB_NAMES) + 2,
                 sync=False, metasync=False, readahead=False, max_readers=256,
             )
+            self.stale_readers = self.env.reader_check()
+            self.db = {name: self.env.open_db(name.encode()) for name in DB_NAMES}
         except lmdb.Error as exc:
             raise StoreError(f"cannot open store at {path}: {exc}") from exc
-        self.stale_readers = self.env.reader_check()
-        self.db = {name: self.env.open_db(name.encode()) for name in DB_NAMES}
         self.txn_max_ops = txn_max_ops
         self.sync_interval = sync_interval
         self.ops = 0

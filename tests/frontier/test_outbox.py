@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hive.frontier.store import U64, Store
-from hive.outbox import Outbox, RecentLinks
+from hive.outbox import MAX_RESEND, Outbox, RecentLinks, quarantined, replay_quarantine
 from hive.record import UrlRecord
-from hive.wire import decode_records
+from hive.wire import decode_records, encode_records
 
 
 def records(n: int) -> list[UrlRecord]:
@@ -34,16 +34,56 @@ def test_acknowledged_in_parts_then_gone(tmp_path: Path) -> None:
     store.close(0.0)
 
 
-def test_resent_with_backoff_then_quarantined(tmp_path: Path) -> None:
+def test_a_slow_owner_is_resent_to_at_a_capped_interval_and_never_given_up(
+    tmp_path: Path,
+) -> None:
+    """A worker paused for minutes made its peers quarantine healthy batches after 8 sends."""
     store = Store(tmp_path, sync_interval=0.0)
     outbox = Outbox(store, resend_after=5.0, max_tries=3)
     seq = outbox.put(records(2), 0.0)
-    sends = [now for now in (0.0, 4.9, 5.0, 9.9, 15.0, 40.0) if outbox.due(now)]
-    assert sends == [0.0, 5.0, 15.0]
-    assert outbox.due(100.0) == []
-    assert len(outbox) == 0 and outbox.counts["outbox/quarantined"] == 1
-    reason, _, data = (store.get("quarantine", U64.pack(seq)) or b"").partition(b"\0")
-    assert reason == b"unacknowledged after 3 sends" and len(decode_records(data)) == 2
+    times = (0.0, 4.9, 5.0, 14.9, 15.0, 34.9, 35.0, 74.9, 75.0, 134.9, 135.0, 194.9, 195.0)
+    sends = [now for now in times if outbox.due(now)]
+    assert sends == [0.0, 5.0, 15.0, 35.0, 75.0, 135.0, 195.0], "doubling, capped at a minute"
+    for hour in range(1, 11):
+        assert [s for s, _ in outbox.due(195.0 + 3600 * hour)] == [seq]
+    assert outbox.counts["outbox/overdue"] == 1, "counted (and logged) once, when overdue"
+    assert outbox.counts["outbox/quarantined"] == 0 and len(outbox) == 1
+    assert outbox.next_due() == 195.0 + 36000 + MAX_RESEND
+    assert outbox.ack(seq, 0, 1) and len(outbox) == 0
+    store.close(0.0)
+
+
+def test_a_batch_that_no_longer_decodes_is_quarantined_and_replay_keeps_it(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3)
+    good, bad = outbox.put(records(2), 0.0), outbox.put(records(3), 10.0)
+    store.put("outbox", U64.pack(bad), b"\xff" * 9)  # what a damaged disk gives back
+    store.close(0.0)
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3)
+    assert [seq for seq, _ in outbox.due(20.0)] == [good]
+    assert outbox.counts["outbox/quarantined"] == 1 and len(outbox) == 1
+    (seq, reason, size), = quarantined(store)
+    assert seq == bad and reason.startswith("does not decode") and size == 9
+    replayed, left = replay_quarantine(store)
+    assert replayed == 0 and [s for s, _ in left] == [bad]
+    store.close(0.0)
+
+
+def test_replay_puts_quarantined_batches_that_decode_back_in_the_outbox(tmp_path: Path) -> None:
+    """Batches an older hive quarantined as 'unacknowledged' are healthy: replay sends them."""
+    store = Store(tmp_path, sync_interval=0.0)
+    Outbox(store, resend_after=5.0, max_tries=3)
+    data = encode_records(records(4))
+    store.put("quarantine", U64.pack(7), b"unacknowledged after 8 sends\0" + data)
+    assert replay_quarantine(store) == (1, [])
+    assert quarantined(store) == []
+    store.close(0.0)
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3)
+    assert outbox.due(0.0) == [(7, data)]
     store.close(0.0)
 
 

@@ -196,7 +196,8 @@ def test_handle_ready_drains_every_pending_request(
 
 NESTED = b"[" * 100_000
 RANDOM = random.Random(7).randbytes(4096)
-BIG = b'{"cmd": "status", "pad": "' + b"x" * (2 << 20) + b'"}'
+# Just over the cap: answered with an error (a larger one never reaches the server).
+BIG = b'{"cmd": "status", "pad": "' + b"x" * (1 << 20) + b'"}'
 
 MALFORMED: list[tuple[str, int, list[bytes], str]] = [
     ("dealer-two-frames", zmq.DEALER, [b"a", b"b"], "one frame, got 2"),
@@ -204,8 +205,8 @@ MALFORMED: list[tuple[str, int, list[bytes], str]] = [
     ("dealer-req-envelope-extra", zmq.DEALER, [b"", b"x", b"y"], "one frame, got 2"),
     ("dealer-empty-body", zmq.DEALER, [b""], "not JSON"),
     ("req-empty-body", zmq.REQ, [b""], "not JSON"),
-    ("dealer-2mb", zmq.DEALER, [BIG], "exceeds 1048576 bytes"),
-    ("req-2mb", zmq.REQ, [BIG], "exceeds 1048576 bytes"),
+    ("dealer-over-cap", zmq.DEALER, [BIG], "exceeds 1048576 bytes"),
+    ("req-over-cap", zmq.REQ, [BIG], "exceeds 1048576 bytes"),
     ("not-utf8", zmq.DEALER, [b'{"cmd": "\xff\xfe"}'], "not UTF-8"),
     ("random-bytes", zmq.DEALER, [RANDOM], "not UTF-8"),
     ("not-json", zmq.REQ, [b"{cmd: status"], "not JSON"),
@@ -255,6 +256,40 @@ def test_handler_exception_is_logged_with_traceback(
     assert len(failures) == 1 and "boom" in failures[0].getMessage()
     assert server.stats()["control/failures"] == 1
     assert_still_serving(server, ctx)
+
+
+@pytest.mark.parametrize("size", [2 << 20, 100 << 20])
+def test_a_request_far_over_the_cap_is_never_buffered(
+    server: ControlServer, ctx: zmq.Context[Any], size: int
+) -> None:
+    """ZMQ_MAXMSGSIZE drops the sender inside ZeroMQ: no reply, nothing held, still serving."""
+    with raw_socket(ctx, server.endpoint, zmq.DEALER) as sock:
+        sock.send(b"x" * size)
+        assert not server.socket.poll(300)
+        assert server.handle_ready() == 0
+        assert not sock.poll(100)
+    assert_still_serving(server, ctx)
+
+
+def test_a_turn_answers_at_most_its_budget(server: ControlServer, ctx: zmq.Context[Any]) -> None:
+    """A flood waits for later turns instead of starving the owner's own work in this one."""
+    with raw_socket(ctx, server.endpoint, zmq.DEALER) as sock:
+        for i in range(100):
+            sock.send(request("echo", value=i))
+        turns: list[int] = []
+        while sum(turns) < 100 and len(turns) < 1000:
+            server.socket.poll(WAIT_MS)
+            turns.append(server.handle_ready(budget=10))
+        assert sum(turns) == 100
+        assert max(turns) == 10
+
+
+def test_the_client_refuses_a_request_over_the_cap(server: ControlServer) -> None:
+    with (
+        ControlClient(server.endpoint) as client,
+        pytest.raises(ControlError, match="exceeds the control socket's 1048576 bytes"),
+    ):
+        client.call("add", urls=["http://a.test/" + "x" * 100] * 20_000)
 
 
 def test_smaller_size_cap(ctx: zmq.Context[Any], endpoint: str) -> None:

@@ -375,3 +375,22 @@ def test_incoming_takes_what_waits_up_to_its_limit_and_never_blocks() -> None:
         inbox.close(linger=0)
         sender.close(linger=0)
         ctx.term()
+
+
+def test_a_pull_socket_disconnects_a_sender_of_an_oversized_frame(tmp_path: Path) -> None:
+    """ZMQ_MAXMSGSIZE: an oversized frame is never delivered (nor buffered); the socket goes on."""
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    endpoint = f"ipc://{tmp_path}/in"
+    try:
+        inbox = pull(ctx, endpoint, max_bytes=1000)
+        sender = push(ctx, endpoint)
+        sender.send_multipart([b"BATCH", b"x" * 5000])
+        assert not inbox.poll(300)
+        fresh = push(ctx, endpoint)
+        fresh.send_multipart([b"BATCH", b"x" * 500])
+        assert inbox.poll(5000)
+        assert inbox.recv_multipart() == [b"BATCH", b"x" * 500]
+        for sock in (inbox, sender, fresh):
+            sock.close(linger=0)
+    finally:
+        ctx.term()

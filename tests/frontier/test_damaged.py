@@ -1,0 +1,183 @@
+"""Damaged stores and state files: named and refused, never SIGBUS or a traceback.
+
+Each case damages a real store the frontier committed (truncated, overwritten,
+zeroed meta pages, flipped bytes, deleted) or the data directory's hive.json,
+then runs the real command line in a process of its own, so a crash by signal
+shows as a negative exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hive import config
+from hive.errors import StoreError
+from hive.frontier.store import U64, Store, check_file
+from hive.lifecycle import read_state
+from hive.record import UrlRecord
+from hive.verify import verify_data_dir
+from hive.wire import encode_records
+from tests.frontier.test_verify import build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def data_dir(tmp_path: Path, procs: int = 1) -> Path:
+    """A stopped hive's data directory: hive.json and ``procs`` stores with committed work."""
+    data = tmp_path / "data"
+    for i in range(procs):
+        build(data / f"worker-{i:02d}")
+    hive = config.load(environ={}).hive
+    state = {"pid": None, "procs": procs,
+             "ring": {"procs": procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}}
+    (data / "hive.json").write_text(json.dumps(state))
+    return data
+
+
+def hive(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], *names: str) -> None:
+    """Exit 1 (not a signal), a message naming each of ``names``, no traceback."""
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, (result.returncode, out)
+    assert "Traceback" not in out, out
+    for name in names:
+        assert name in out, out
+
+
+def truncate(path: Path) -> None:
+    size = path.stat().st_size
+    assert size > 4 * 4096, "the store must span more pages than its two meta pages"
+    os.truncate(path, size // 2)
+
+
+def overwrite(path: Path) -> None:
+    with path.open("r+b") as f:
+        f.write(random.Random(1).randbytes(3 * 4096))
+
+
+def zero_meta(path: Path) -> None:
+    with path.open("r+b") as f:
+        f.write(bytes(2 * 4096))
+
+
+DAMAGE = {"truncated": truncate, "overwritten": overwrite, "zeroed meta pages": zero_meta}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_store_is_refused_before_it_is_mapped(tmp_path: Path, damage: str) -> None:
+    data = data_dir(tmp_path)
+    store = data / "worker-00"
+    check_file(store)
+    DAMAGE[damage](store / "data.mdb")
+    with pytest.raises(StoreError, match="data.mdb is damaged"):
+        check_file(store)
+    with pytest.raises(StoreError, match="data.mdb is damaged"):
+        Store(store)
+    report = verify_data_dir(data)[0]
+    assert not report.ok and "data.mdb is damaged" in report.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_verify_and_start_name_a_damaged_store(tmp_path: Path, damage: str) -> None:
+    data = data_dir(tmp_path)
+    DAMAGE[damage](data / "worker-00" / "data.mdb")
+    assert_refused(hive("verify", "--data", str(data)), "worker-00/data.mdb is damaged")
+    assert_refused(hive("start", "--data", str(data), "--quiet"),
+                   "worker-00/data.mdb is damaged")
+
+
+def test_an_empty_data_file_is_damaged_not_a_new_store(tmp_path: Path) -> None:
+    """LMDB takes an empty data.mdb for a new environment: every page would be fetched again."""
+    store = tmp_path / "worker-00"
+    store.mkdir()
+    (store / "data.mdb").write_bytes(b"")
+    with pytest.raises(StoreError, match="the file is empty"):
+        check_file(store)
+
+
+def test_a_fresh_directory_passes_the_check(tmp_path: Path) -> None:
+    check_file(tmp_path / "nothing-here")
+    store = Store(tmp_path / "new")
+    store.close(0.0)
+    check_file(tmp_path / "new")
+
+
+@pytest.mark.slow
+def test_flipped_bytes_in_the_data_pages_never_crash_verify(tmp_path: Path) -> None:
+    """Damage past the meta pages passes the header check; what LMDB or the checks then
+    meet is reported, never a signal or a traceback."""
+    data = data_dir(tmp_path)
+    path = data / "worker-00" / "data.mdb"
+    rng = random.Random(7)
+    with path.open("r+b") as f:
+        size = path.stat().st_size
+        for _ in range(20):
+            f.seek(rng.randrange(2 * 4096, size))
+            f.write(bytes([rng.randrange(256)]))
+    result = hive("verify", "--data", str(data))
+    assert result.returncode in (0, 1), result
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b"\xff\xfe garbage", b"[1, 2]"])
+def test_a_garbage_state_file_is_named(tmp_path: Path, content: bytes) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hive.json").write_bytes(content)
+    with pytest.raises(StoreError, match="hive.json is damaged"):
+        read_state(data)
+
+
+@pytest.mark.slow
+def test_verify_and_start_name_a_garbage_state_file(tmp_path: Path) -> None:
+    data = data_dir(tmp_path)
+    (data / "hive.json").write_bytes(b"\x00\x01 garbage")
+    for args in (("verify",), ("start", "--quiet"), ("status",)):
+        assert_refused(hive(*args, "--data", str(data)), "hive.json is damaged")
+
+
+@pytest.mark.slow
+def test_a_missing_store_that_hive_json_names_is_reported_and_stops_start(
+    tmp_path: Path,
+) -> None:
+    data = data_dir(tmp_path, procs=2)
+    for name in os.listdir(data / "worker-01"):
+        os.unlink(data / "worker-01" / name)
+    reports = verify_data_dir(data, procs=2)
+    assert reports[0].ok and not reports[1].ok
+    assert "the store of worker 1 is missing" in reports[1].summary()
+    assert_refused(hive("verify", "--data", str(data)), "the store of worker 1 is missing")
+    assert_refused(hive("start", "--data", str(data), "--quiet", "--procs", "2"),
+                   "the store of worker 1 is missing", "--recreate-missing")
+    assert not (data / "worker-01" / "data.mdb").exists(), "refusing must not create it"
+
+
+@pytest.mark.slow
+def test_verify_lists_quarantined_batches_and_replays_those_that_decode(tmp_path: Path) -> None:
+    data = data_dir(tmp_path)
+    store = Store(data / "worker-00", sync_interval=0.0)
+    good = encode_records([UrlRecord("http://a.test/x", "a.test", 1)])
+    store.put("quarantine", U64.pack(10**6), b"unacknowledged after 8 sends\0" + good)
+    store.close(0.0)
+    before = hive("verify", "--data", str(data))
+    assert before.returncode == 1
+    assert "quarantine 1000000: a batch of" in before.stdout, before.stdout
+    after = hive("verify", "--replay-quarantine", "--data", str(data))
+    assert "1 quarantined batches back in the outbox" in after.stdout, after.stdout
+    assert after.returncode == 0, after.stdout + after.stderr
+    store = Store(data / "worker-00", sync_interval=0.0)
+    assert store.get("outbox", U64.pack(10**6)) == good
+    store.close(0.0)
