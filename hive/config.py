@@ -9,17 +9,31 @@ error names the offending key.
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import os
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from hive.errors import ConfigError
 
-DEFAULT_FILE = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+
+def _default_file() -> Traversable:
+    """conf/default.toml: inside the package where a wheel puts it (``hive/conf/``, mapped
+    from conf/ by pyproject.toml), else beside the package in a source checkout (run from
+    it, or installed editable)."""
+    packaged = importlib.resources.files("hive") / "conf" / "default.toml"
+    if packaged.is_file():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+
+
+DEFAULT_FILE = _default_file()
+
 # The compression levels of ISA-L, which writes the WARC files' gzip members.
 GZIP_LEVELS = range(4)
 
@@ -306,7 +320,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return parse_overrides(items, origin="environment")
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Traversable) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
             return tomllib.load(f)

@@ -953,7 +953,9 @@ def serve(web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = N
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m hive.testweb``: serve a web until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(prog="python -m hive.testweb", description=main.__doc__)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    # Not 127.0.0.1: that is the tripwire's, and a crawl allowed only the web's address
+    # (--allow-net 127.0.0.2/32) proves it never strays to other loopback services.
+    parser.add_argument("--host", default="127.0.0.2", help="address to listen on")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free one)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hosts", type=int, default=20)

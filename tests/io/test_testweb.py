@@ -384,22 +384,30 @@ def test_duplicates_count_final_gets_only() -> None:
 # --- its own process ---
 
 
-def test_subprocess_serves_and_writes_its_log_on_sigterm(tmp_path: Path) -> None:
+def test_subprocess_serves_on_127_0_0_2_by_default_and_writes_its_log_on_sigterm(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "requests.jsonl"
     command = [sys.executable, "-m", "hive.testweb", "--hosts", "3", "--log", str(log)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
-        assert process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            assert selector.select(timeout=10), "no port printed"
-        port = int(process.stdout.readline())
-        with closing(http.client.HTTPConnection("127.0.0.1", port, timeout=5)) as conn:
-            conn.request("GET", "/p/2.html", headers={"Host": f"h001.web.test:{port}"})
-            with closing(conn.getresponse()) as response:
-                assert response.status == 200
-                response.read()
-        process.send_signal(signal.SIGTERM)
-        _, errors = process.communicate(timeout=10)
+        try:
+            assert process.stdout is not None
+            with selectors.DefaultSelector() as selector:
+                selector.register(process.stdout, selectors.EVENT_READ)
+                assert selector.select(timeout=10), "no port printed"
+            port = int(process.stdout.readline())
+            # The address the README's recipe resolves the web's names to.
+            with closing(http.client.HTTPConnection("127.0.0.2", port, timeout=5)) as conn:
+                conn.request("GET", "/p/2.html", headers={"Host": f"h001.web.test:{port}"})
+                with closing(conn.getresponse()) as response:
+                    assert response.status == 200
+                    response.read()
+            process.send_signal(signal.SIGTERM)
+            _, errors = process.communicate(timeout=10)
+        finally:
+            # A failed assertion must not leave Popen's exit waiting on a server forever.
+            if process.poll() is None:
+                process.kill()
     assert process.returncode == 0 and errors == b""
     [record] = testweb.load_log(log)
     assert record.url == f"http://h001.web.test:{port}/p/2.html" and record.status == 200
