@@ -105,7 +105,8 @@ def _read_seeds(source: str) -> Seeds:
     try:
         data = Path(source).read_bytes()
     except OSError as exc:
-        raise click.ClickException(f"cannot read seeds file {source}: {describe(exc)}") from exc
+        why = exc.strerror or str(exc)
+        raise click.ClickException(f"cannot read seeds file {source}: {why}") from exc
     return read_lines(data, source)
 
 
@@ -149,10 +150,8 @@ def _prepare_data_dir(data_dir: Path) -> None:
     """Create ``--data`` (or check it): an error naming it if it cannot hold a crawl."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise click.ClickException(f"--data {data_dir}: exists and is not a directory") from None
     except OSError as exc:
-        raise click.ClickException(f"--data {data_dir}: {describe(exc)}") from exc
+        raise click.ClickException(f"--data {data_dir}: {exc.strerror or exc}") from exc
     if not os.access(data_dir, os.W_OK | os.X_OK):
         raise click.ClickException(f"--data {data_dir}: not writable")
 

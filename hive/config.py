@@ -229,6 +229,7 @@ def _check_whole(cfg: Config) -> None:
     if cfg.hive.procs > MAX_WORKERS:
         raise ConfigError(f"hive.procs: must be at most {MAX_WORKERS}, got {cfg.hive.procs}")
     _check_dns(cfg.dns)
+    _check_prioritizer(cfg.frontier.prioritizer)
     if cfg.warc.gzip_level not in GZIP_LEVELS:
         raise ConfigError(
             f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
@@ -243,6 +244,14 @@ def _check_dns(dns_cfg: DnsConfig) -> None:
 
     DnsCache.from_config(dns_cfg)
     AddressGuard.from_config(dns_cfg)
+
+
+def _check_prioritizer(path: str) -> None:
+    """frontier.prioritizer loads here as in every worker, before any starts."""
+    # Imported here: hive.frontier imports this module's dataclasses.
+    from hive.frontier.priority import load_prioritizer
+
+    load_prioritizer(path)
 
 
 def from_dict(data: Mapping[str, Any]) -> Config:
