@@ -326,9 +326,19 @@ def worker_dir(data_dir: Path, worker_id: int) -> Path:
 
 
 def read_state(data_dir: Path) -> dict[str, Any] | None:
-    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none."""
+    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none.
+
+    A file that cannot be read or is not a JSON object is a HiveError naming it."""
     path = data_dir / "hive.json"
     if not path.exists():
         return None
-    state: dict[str, Any] = json.loads(path.read_text())
+    try:
+        state = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise HiveError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise HiveError(f"{path} is damaged (not JSON: {exc}); move it away to start afresh "
+                        "from the stores") from exc
+    if not isinstance(state, dict):
+        raise HiveError(f"{path} is damaged (not a JSON object)")
     return state

@@ -536,7 +536,9 @@ class Supervisor:
         self.store.close(time.time())
         state = read_state(self.data_dir) or {}
         state.update({"pid": None, "ended": self.ended, "stopped": time.time()})
-        (self.data_dir / "hive.json").write_text(json.dumps(state, indent=2))
+        tmp = self.data_dir / "hive.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.data_dir / "hive.json")
         if self.endpoints is not None and self.endpoints.run_dir is not None:
             remove_run_dir(self.endpoints.run_dir)
         self.lock.release()

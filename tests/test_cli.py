@@ -252,3 +252,13 @@ def test_demo_removes_its_directory_unless_kept(tmp_path: Path, keep: bool) -> N
     assert result.returncode == ExitCode.ENDED, result.stdout + result.stderr
     left = list(tmp_path.glob("hive-demo-*"))
     assert len(left) == (1 if keep else 0), left
+
+
+def test_a_damaged_hive_json_is_named(tmp_path: Path, seeds: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hive.json").write_text('{"pid": 12')
+    result = hive("start", "--data", str(data), "--seeds", str(seeds),
+                  "--resolve", "*.web.test=127.0.0.2", "--allow-private", timeout=30)
+    assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
+    assert one_line(result.stderr).startswith(f"Error: {data / 'hive.json'} is damaged (not JSON")
