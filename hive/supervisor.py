@@ -60,7 +60,7 @@ from hive.config import Config
 from hive.control import ControlServer
 from hive.curve import ensure_keys, key_dir
 from hive.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir, run_dir_for
-from hive.errors import URLError
+from hive.errors import HiveError, URLError
 from hive.frontier.store import DB_NAMES, Store
 from hive.lifecycle import (
     START_FAILED,
@@ -157,18 +157,31 @@ class Supervisor:
     def open(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.lock = Lock(self.data_dir / "lock", f"the hive at {self.data_dir}")
+        # What open() has made is unmade if a later step fails: no socket directory,
+        # bound socket or lock outlives a start that did not happen.
+        with contextlib.ExitStack() as undo:
+            undo.callback(self.lock.release)
+            try:
+                self._open(undo)
+            except zmq.ZMQError as exc:
+                raise HiveError(f"cannot open the hive's sockets: {exc}") from exc
+            undo.pop_all()
+        log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
+
+    def _open(self, undo: contextlib.ExitStack) -> None:
         previous = read_state(self.data_dir)
         ring = self._ring()
         if previous is not None and previous.get("ring") != ring:
-            try:
-                self.resized = resize(self.data_dir, self.cfg, self.procs)
-            except BaseException:
-                self.lock.release()
-                raise
+            self.resized = resize(self.data_dir, self.cfg, self.procs)
             log.info("%s", self.resized.summary())
         self.endpoints = endpoints = self._endpoints()
+        if endpoints.run_dir is not None:
+            undo.callback(remove_run_dir, endpoints.run_dir)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        undo.callback(self.ctx.destroy, linger=0)
         self.curve = endpoints.curve(self.ctx)
+        if self.curve is not None:
+            undo.callback(self.curve.close)
         self.control = ControlServer(self.ctx, endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
         }, curve=self.curve)
@@ -177,6 +190,7 @@ class Supervisor:
         self.commands = [push(self.ctx, endpoints.worker(i), self.curve)
                          for i in range(self.procs)]
         self.store = Store(self.data_dir / "supervisor", sync_interval=0.0)
+        undo.callback(self.store.close, 0.0)
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
                              max_tries=self.cfg.hive.max_tries)
         if self.seeds:
@@ -206,7 +220,6 @@ class Supervisor:
         self.poller.register(self.inbox, zmq.POLLIN)
         self.poller.register(self.control.socket, zmq.POLLIN)
         self._write_state()
-        log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
 
     @property
     def reporting(self) -> bool:

@@ -262,3 +262,17 @@ def test_a_damaged_hive_json_is_named(tmp_path: Path, seeds: Path) -> None:
                   "--resolve", "*.web.test=127.0.0.2", "--allow-private", timeout=30)
     assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
     assert one_line(result.stderr).startswith(f"Error: {data / 'hive.json'} is damaged (not JSON")
+
+
+def test_a_start_that_fails_in_the_supervisor_leaves_nothing_behind(
+    tmp_path: Path, seeds: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "supervisor").write_text("not a store\n")
+    for _ in range(2):  # the lock was released: the second start meets the same error
+        result = hive("start", "--data", str(data), "--seeds", str(seeds),
+                      "--resolve", "*.web.test=127.0.0.2", "--allow-private", timeout=30)
+        assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
+        assert one_line(result.stderr) == f"Error: File exists: {data / 'supervisor'}"
+        assert not run_dir_for(data).exists()
