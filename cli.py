@@ -232,6 +232,9 @@ Exit codes:
   {ExitCode.MAX_PAGES:d}  --max-pages reached
   {ExitCode.NOTHING:d}  nothing to crawl: no --seeds on a fresh data directory, an empty
      seeds file, every seed refused
+
+With --detach: 0 once the hive is up in the background, else the code it
+exited with.
 """
 
 

@@ -183,7 +183,10 @@ def spawn_quietly() -> Iterator[None]:
 
     SIGINT is blocked while it is ignored, so a Ctrl-C that arrives meanwhile
     waits (Linux never discards a blocked signal) and reaches this process's
-    own handler when the block ends.
+    own handler when the block ends. The mask is the calling thread's: a
+    Python thread of the caller's that does not block SIGINT (with CURVE, the
+    ZAP authenticator's) could take, and so drop, a Ctrl-C in that instant;
+    libzmq's own threads block every signal.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
