@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
@@ -17,10 +19,11 @@ from hive import __version__
 from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
-from hive.lifecycle import read_state
+from hive.lifecycle import ExitCode, describe, read_state
 
 if TYPE_CHECKING:
     from hive.control import ControlClient
+    from hive.seeds import Seeds
     from hive.supervisor import Supervisor
 
 # The crawl machinery is imported inside the commands that use it: the hive's
@@ -33,19 +36,44 @@ DATA = click.option("--data", "data_dir", type=click.Path(file_okay=False, path_
                     help="The crawl's data directory.")
 
 
+FC = TypeVar("FC", bound=Callable[..., Any])
+# Seeds refused before a start that are listed one by one; the rest are counted.
+REFUSALS_SHOWN = 10
+# Seconds between progress lines: on a terminal the line is redrawn, elsewhere one is added.
+PROGRESS_TTY = 1.0
+PROGRESS_LOG = 10.0
+
+
+def _set_option(help_text: str) -> Callable[[FC], FC]:
+    return click.option("-s", "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+                        help=help_text)
+
+
+def _load(config_file: Path | None, overrides: tuple[str, ...]) -> Config:
+    try:
+        return config_mod.load(config_file, overrides)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--config/--set") from exc
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hive")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A TOML file whose keys override conf/default.toml.")
-@click.option("-s", "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Override one config key (repeatable), e.g. -s fetch.threads=8.")
+@_set_option("Override one config key (repeatable), e.g. -s fetch.threads=8.")
 @click.pass_context
 def main(ctx: click.Context, config_file: Path | None, overrides: tuple[str, ...]) -> None:
     """hive: a polite, prioritizing, persistent web crawler."""
-    try:
-        ctx.obj = config_mod.load(config_file, overrides)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--config/--set") from exc
+    ctx.meta["hive.config"] = (config_file, overrides)
+    ctx.obj = _load(config_file, overrides)
+
+
+def _with_overrides(cfg: Config, overrides: tuple[str, ...]) -> Config:
+    """``cfg`` with a command's own ``-s`` on top of the group's (they win, coming later)."""
+    if not overrides:
+        return cfg
+    config_file, before = click.get_current_context().meta.get("hive.config", (None, ()))
+    return _load(config_file, (*before, *overrides))
 
 
 def _network(cfg: Config, resolve: tuple[str, ...], allow_private: bool,
@@ -68,25 +96,103 @@ def _read_urls(source: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
-class Progress:
-    """The one live line of a foreground crawl."""
+def _read_seeds(source: str) -> Seeds:
+    """The seeds file's URLs (stdin for -); a file that cannot be read is an error naming it."""
+    from hive.seeds import read_lines
 
-    def __init__(self, supervisor: Supervisor, quiet: bool) -> None:
+    if source == "-":
+        return read_lines(sys.stdin.buffer.read(), "stdin")
+    try:
+        data = Path(source).read_bytes()
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise click.ClickException(f"cannot read seeds file {source}: {why}") from exc
+    return read_lines(data, source)
+
+
+def _screen_seeds(cfg: Config, source: str | None, data_dir: Path) -> list[str]:
+    """The start's seeds, screened; refusals shown; exit NOTHING when nothing is to crawl.
+
+    Nothing is to crawl when the data directory holds no crawl to resume and
+    there is no seed left: none given, an empty file, or every one refused.
+    """
+    from hive.seeds import Seeds, screen
+
+    seeds = Seeds()
+    if source is not None:
+        read = _read_seeds(source)
+        seeds.refused += read.refused
+        screen(read.urls, cfg, seeds)
+    for refusal in seeds.refused[:REFUSALS_SHOWN]:
+        click.echo(f"refused seed {refusal}", err=True)
+    if len(seeds.refused) > REFUSALS_SHOWN:
+        click.echo(f"... and {len(seeds.refused) - REFUSALS_SHOWN} more seeds refused", err=True)
+    if seeds.urls or _has_crawl(data_dir):
+        return seeds.urls
+    if source is None:
+        why = f"no --seeds, and {data_dir} holds no crawl to resume"
+    elif not seeds.total:
+        why = f"{'stdin' if source == '-' else source} holds no URLs"
+    else:
+        why = seeds.all_refused()
+    click.echo(f"nothing to crawl: {why}", err=True)
+    sys.exit(ExitCode.NOTHING)
+
+
+def _has_crawl(data_dir: Path) -> bool:
+    try:
+        return (data_dir / "hive.json").is_file()
+    except OSError:
+        return False
+
+
+def _prepare_data_dir(data_dir: Path) -> None:
+    """Create ``--data`` (or check it): an error naming it if it cannot hold a crawl."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"--data {data_dir}: {exc.strerror or exc}") from exc
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise click.ClickException(f"--data {data_dir}: not writable")
+
+
+class Progress:
+    """The live line of a foreground crawl, from the first worker report on.
+
+    On a terminal one line is redrawn every second; elsewhere (a file, a pipe)
+    a line is added every ten seconds, so a log keeps one line per interval.
+    """
+
+    def __init__(self, supervisor: Supervisor, quiet: bool, stream: TextIO | None = None,
+                 interval: float | None = None) -> None:
         self.supervisor = supervisor
         self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self.interval = interval or (PROGRESS_TTY if self.tty else PROGRESS_LOG)
         self.next = 0.0
+        self.drawn = False
 
     def __call__(self, now: float) -> None:
-        if self.quiet or now < self.next:
+        if self.quiet or now < self.next or not self.supervisor.reporting:
             return
-        self.next = now + 1.0
+        if self.supervisor.stopping and not self.drawn:
+            return
+        self.next = now + self.interval
         t = self.supervisor.totals()
-        click.echo(
-            f"\rpages {t['frontier/done/ok']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
-            f"{t['frontier/pending']:>8.0f}  hosts ready/bound {t['frontier/hosts/ready']:.0f}/"
-            f"{t['frontier/hosts/bound']:.0f}  errors {t['errors']:.0f}   ",
-            nl=False, err=True,
-        )
+        line = (f"pages {t['frontier/done/ok']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
+                f"{t['frontier/pending']:>8.0f}  hosts ready/bound {t['frontier/hosts/ready']:.0f}/"
+                f"{t['frontier/hosts/bound']:.0f}  errors {t['errors']:.0f}")
+        if self.tty:
+            click.echo(f"\r{line}   ", nl=False, file=self.stream)
+        else:
+            click.echo(line, file=self.stream)
+        self.drawn = True
+
+    def end(self) -> None:
+        """End the redrawn line, if one was drawn, before the summary."""
+        if self.drawn and self.tty:
+            click.echo("", file=self.stream)
 
 
 def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
@@ -94,21 +200,48 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
     from hive.lifecycle import Runner, setup_logging
     from hive.supervisor import Supervisor
 
-    setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
+    try:
+        setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
+    except OSError as exc:
+        raise click.ClickException(f"--data {data_dir}: {describe(exc)}") from exc
     supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages,
                             recreate_missing=recreate_missing)
+    progress = Progress(supervisor, quiet)
+    runner = Runner(supervisor, "supervisor", progress, stop=supervisor.signalled)
     try:
-        if Runner(supervisor, "supervisor", Progress(supervisor, quiet)).run() != 0:
-            supervisor.failed = True
-    except HiveError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not quiet:
-        click.echo("", err=True)
+        if runner.run() != 0:
+            supervisor.exit_code = ExitCode.ERROR
+    except (HiveError, OSError) as exc:
+        raise click.ClickException(describe(exc)) from exc
+    finally:
+        progress.end()
     return supervisor
 
 
-@main.command()
-@click.option("--procs", type=click.IntRange(1, 256), help="Crawler processes [hive.procs].")
+START_HELP = f"""Start (or resume) a crawl in the foreground; Ctrl-C stops it warmly.
+
+A first Ctrl-C (or SIGTERM, or `hive stop`) lets in-flight fetches finish and
+commits everything; a second stops at once. Without --seeds, the crawl in
+--data resumes.
+
+\b
+Exit codes:
+  {ExitCode.ENDED:d}  the batch ended: nothing pending or in flight anywhere
+  {ExitCode.ERROR:d}  an error: config, storage, a child that cannot start, a damaged store
+  {ExitCode.USAGE:d}  a usage error
+  {ExitCode.STOPPED:d}  stopped by `hive stop` or a signal (Ctrl-C, SIGTERM), warm or at once
+  {ExitCode.MAX_PAGES:d}  --max-pages reached
+  {ExitCode.NOTHING:d}  nothing to crawl: no --seeds on a fresh data directory, an empty
+     seeds file, every seed refused
+
+With --detach: 0 once the hive is up in the background, else the code it
+exited with.
+"""
+
+
+@main.command(help=START_HELP)
+@click.option("--procs", type=click.IntRange(1, config_mod.MAX_WORKERS),
+              help="Crawler processes [hive.procs].")
 @click.option("--seeds", type=click.Path(allow_dash=True),
               help="A file of URLs, one a line (- for stdin).")
 @DATA
@@ -125,33 +258,39 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
 @click.option("--recreate-missing", is_flag=True,
               help="Start a worker whose store hive.json names but is missing, empty "
                    "(its hosts' fetched pages are fetched again).")
+@_set_option("Override one config key, as `hive -s` does before the command.")
 @pass_config
 def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
           resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
-          max_pages: int, detach: bool, quiet: bool, recreate_missing: bool) -> None:
-    """Start (or resume) a crawl; exits 0 when the batch ends."""
-    cfg = _network(cfg, resolve, allow_private, allow_net)
-    urls = _read_urls(seeds) if seeds else []
+          max_pages: int, detach: bool, quiet: bool, recreate_missing: bool,
+          overrides: tuple[str, ...]) -> None:
+    cfg = _network(_with_overrides(cfg, overrides), resolve, allow_private, allow_net)
+    if detach and seeds == "-":
+        raise click.BadParameter("--detach cannot read seeds from stdin", param_hint="--seeds")
+    urls = _screen_seeds(cfg, seeds, data_dir)
+    _prepare_data_dir(data_dir)
     if detach:
         _detach(data_dir)
         return
     supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet,
                                 recreate_missing)
     totals = supervisor.totals()
-    click.echo(f"hive stopped: {supervisor.ended}; {totals['frontier/done/ok']:.0f} pages, "
+    click.echo(f"hive stopped: {supervisor.ended or 'stopped'}; "
+               f"{totals['frontier/done/ok']:.0f} pages, "
                f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
-    if supervisor.failed:
-        sys.exit(1)
+    sys.exit(supervisor.exit_code)
 
 
 def _detach(data_dir: Path) -> None:
+    """Start this command again in the background; return once it is up, or say why not."""
     args = [a for a in sys.argv[1:] if a != "--detach"]
-    if "-" in args:
-        raise click.BadParameter("--detach cannot read seeds from stdin", param_hint="--seeds")
-    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
-    with (data_dir / "logs" / "hive.out").open("ab") as out:
+    out_path = data_dir / "logs" / "hive.out"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with out_path.open("ab") as out:
+        offset = out.tell()
         process = subprocess.Popen([sys.executable, "-m", "cli", *args, "--quiet"],
-                                   stdout=out, stderr=out, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                   start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         state = read_state(data_dir)
@@ -159,10 +298,19 @@ def _detach(data_dir: Path) -> None:
             click.echo(f"hive running in the background, pid {process.pid}; data in {data_dir}")
             return
         if process.poll() is not None:
-            raise click.ClickException(f"hive exited with {process.returncode}; see "
-                                       f"{data_dir / 'logs' / 'hive.out'}")
+            said = _last_line(out_path, offset) or f"it exited with {process.returncode}"
+            click.echo(f"hive did not start: {said} (output in {out_path})", err=True)
+            sys.exit(process.returncode if process.returncode > 0 else ExitCode.ERROR)
         time.sleep(0.1)
-    raise click.ClickException("hive did not come up within 30 s")
+    raise click.ClickException(f"hive did not come up within 30 s; see {out_path}")
+
+
+def _last_line(path: Path, offset: int) -> str:
+    """The last line a detached start wrote after ``offset`` (its error or summary)."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        lines = f.read(64 * 1024).decode(errors="replace").strip().splitlines()
+    return lines[-1].removeprefix("Error: ") if lines else ""
 
 
 def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
@@ -346,18 +494,37 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
 @click.option("--hosts", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(1, 10_000), default=20, show_default=True,
               help="Pages per host.")
-@click.option("--delay", type=float, default=0.25, show_default=True,
+@click.option("--delay", type=click.FloatRange(0), default=0.25, show_default=True,
               help="Politeness delay per host, seconds.")
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Where to keep the crawl (default: a new temporary directory).")
+@click.option("--keep", is_flag=True, help="Keep the temporary directory (without --data).")
+@_set_option("Override one config key, as `hive -s` does before the command.")
 @pass_config
 def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
-         data_dir: Path | None) -> None:
+         data_dir: Path | None, keep: bool, overrides: tuple[str, ...]) -> None:
     """Serve a synthetic web on loopback and crawl it with the real hive."""
+    cfg = _with_overrides(cfg, overrides)
+    if data_dir is not None:
+        _prepare_data_dir(data_dir)
+        code = _demo(cfg, procs, hosts, pages, delay, data_dir, kept=True)
+    else:
+        temporary = Path(tempfile.mkdtemp(prefix="hive-demo-"))
+        try:
+            code = _demo(cfg, procs, hosts, pages, delay, temporary, kept=keep)
+        finally:
+            if keep:
+                click.echo(f"kept {temporary}")
+            else:
+                shutil.rmtree(temporary, ignore_errors=True)
+                click.echo(f"removed {temporary} (--keep keeps it)")
+    sys.exit(code)
+
+
+def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
+          data_dir: Path, kept: bool) -> ExitCode:
     from hive.testweb import Web, WebProcess, as_received, politeness_violations, received
 
-    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="hive-demo-"))
-    data_dir.mkdir(parents=True, exist_ok=True)
     web = Web(seed=1, hosts=hosts, pages=pages, hostile=False)
     with WebProcess(web, data_dir / "web-requests.jsonl", host="127.0.0.2") as server:
         run_cfg = cfg.replace(
@@ -379,7 +546,9 @@ def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
     fetched = supervisor.totals()["frontier/done/ok"]
     click.echo(f"fetched {fetched:.0f} pages in {elapsed:.1f}s ({fetched / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")
-    click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")
+    if kept:
+        click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")
+    return supervisor.exit_code
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ DEFAULT_FILE = _default_file()
 
 # The compression levels of ISA-L, which writes the WARC files' gzip members.
 GZIP_LEVELS = range(4)
+# The most worker processes a hive starts (--procs and hive.procs alike).
+MAX_WORKERS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,11 +244,32 @@ def _check_whole(cfg: Config) -> None:
                           f"reports every {cfg.hive.stats_interval:g}s)")
     if cfg.dns.min_ttl > cfg.dns.max_ttl:
         raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
+    if cfg.hive.procs > MAX_WORKERS:
+        raise ConfigError(f"hive.procs: must be at most {MAX_WORKERS}, got {cfg.hive.procs}")
+    _check_dns(cfg.dns)
+    _check_prioritizer(cfg.frontier.prioritizer)
     if cfg.warc.gzip_level not in GZIP_LEVELS:
         raise ConfigError(
             f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
             f"got {cfg.warc.gzip_level}"
         )
+
+
+def _check_dns(dns_cfg: DnsConfig) -> None:
+    """dns.resolve and dns.allow_nets parse as the workers will parse them, before any starts."""
+    # Imported here: hive.dns imports this module's dataclasses.
+    from hive.dns import AddressGuard, DnsCache
+
+    DnsCache.from_config(dns_cfg)
+    AddressGuard.from_config(dns_cfg)
+
+
+def _check_prioritizer(path: str) -> None:
+    """frontier.prioritizer loads here as in every worker, before any starts."""
+    # Imported here: hive.frontier imports this module's dataclasses.
+    from hive.frontier.priority import load_prioritizer
+
+    load_prioritizer(path)
 
 
 def from_dict(data: Mapping[str, Any]) -> Config:

@@ -21,6 +21,8 @@ Policy:
   creates the directory with mode 0700, narrows the mode of an existing one,
   and refuses one that is a symlink, not a directory, or owned by another
   user: someone else's directory could hold sockets that impersonate ours.
+  The supervisor removes it when the hive exits (:func:`remove_run_dir`):
+  only its sockets and then the directory itself, never anything else.
 - **Loopback by default; beyond it, CURVE or nothing.** ``tcp://`` binds to
   127.0.0.1 unless a host is given. Ports: splitter ``base``, supervisor
   ``base+1``, control ``base+2``, worker ``i`` ``base+3+i``. The same address
@@ -101,6 +103,30 @@ def make_run_dir(path: Path) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def remove_run_dir(path: Path) -> None:
+    """Remove a run directory the hive made: its sockets, then itself (if then empty).
+
+    Anything that is not a socket stays, and so does the directory with it; a
+    symlink in the directory's place is left alone (it was never ours).
+    """
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+        except OSError:
+            continue
+    try:
+        os.rmdir(path)
+    except OSError:
+        return
 
 
 def is_local(endpoint: str) -> bool:

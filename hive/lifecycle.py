@@ -3,12 +3,25 @@
 Every role (splitter, worker process, supervisor) has ``open()``,
 ``loop_once(now) -> seconds to wait``, ``wait(seconds)``, ``close()``, a
 ``stopping`` flag and a ``finished`` property. ``Runner`` drives it: the first
-SIGINT/SIGTERM stops it warmly (intake stops, in-flight work finishes, state
-commits), a second stops it at once; an exception in one turn is logged and
-the loop goes on, except a StoreError (the disk is full or the store is
-broken), which stops the process cleanly with its message and exit code
-``STORE_FAILED``, so the supervisor stops the hive instead of restarting it. ``faulthandler``
-dumps every thread's stack on SIGUSR1.
+signal stops it warmly (intake stops, in-flight work finishes, state commits),
+a second stops it at once; an exception in one turn is logged and the loop
+goes on, except a StoreError (the disk is full or the store is broken), which
+stops the process cleanly with its message and exit code ``STORE_FAILED``, so
+the supervisor stops the hive instead of restarting it. A role whose ``open()``
+fails on a configuration, storage or OS error exits with ``START_FAILED`` after
+writing its one-line message to the file it was given, so the supervisor can
+stop the hive with that message instead of restarting the child in a loop.
+``faulthandler`` dumps every thread's stack on SIGUSR1.
+
+Signals: the supervisor takes SIGINT and SIGTERM. Its children take only
+SIGTERM, the supervisor's word: a terminal's Ctrl-C goes to every process in
+the foreground process group, and a child that took it as its own first
+signal would take the supervisor's SIGTERM as its second and stop at once.
+``spawn_quietly`` starts a child with SIGINT ignored from its first
+instruction (the disposition survives exec, and Python keeps an ignored
+SIGINT), so not even a child still importing its modules takes a Ctrl-C.
+
+``ExitCode`` is what ``hive start`` exits with, defined here once.
 
 ``Lock`` is a flock on a file: one hive per data directory, one process per
 worker directory. ``die_with_parent`` asks Linux to kill a child when the
@@ -17,6 +30,7 @@ supervisor dies (PR_SET_PDEATHSIG), so no orphan outlives it to race a restart.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import faulthandler
@@ -28,7 +42,9 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import IntEnum
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
@@ -42,7 +58,22 @@ PR_SET_PDEATHSIG = 1
 # mallopt's M_ARENA_MAX, and the arenas a worker keeps (see limit_malloc_arenas).
 M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
+# A child's own exit codes, read by the supervisor (EX_TEMPFAIL and EX_CONFIG of sysexits.h).
 STORE_FAILED = 75
+START_FAILED = 78
+# The most of a start failure's message a child leaves for the supervisor.
+FAILURE_CHARS = 2000
+
+
+class ExitCode(IntEnum):
+    """What ``hive start`` exits with (documented in ``hive start --help`` and the README)."""
+
+    ENDED = 0  # the batch ended: nothing pending or in flight anywhere
+    ERROR = 1  # config, storage, a child that cannot start, a damaged store
+    USAGE = 2  # a usage error (click's own)
+    STOPPED = 3  # stopped by `hive stop` or a signal (Ctrl-C, SIGTERM), warm or at once
+    MAX_PAGES = 4  # --max-pages reached
+    NOTHING = 5  # nothing to crawl: no seeds on a fresh data directory, every seed refused
 
 
 class Role(Protocol):
@@ -151,32 +182,104 @@ def setup_logging(level: str, directory: Path | None, role: str) -> None:
     )
 
 
+@contextmanager
+def spawn_quietly() -> Iterator[None]:
+    """Start child processes inside this block with SIGINT ignored (see the module docstring).
+
+    SIGINT is blocked while it is ignored, so a Ctrl-C that arrives meanwhile
+    waits (Linux never discards a blocked signal) and reaches this process's
+    own handler when the block ends. The mask is the calling thread's: a
+    Python thread of the caller's that does not block SIGINT (with CURVE, the
+    ZAP authenticator's) could take, and so drop, a Ctrl-C in that instant;
+    libzmq's own threads block every signal.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def child_signals() -> None:
+    """In a child started by ``spawn_quietly``: SIGINT stays ignored; unblock it all the same."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+# Stops the role: (why, at once?). The default sets ``stopping`` and exits at once on the second.
+StopHandler = Callable[[str, bool], None]
+
+
 class Runner:
-    """Drives a role until it is finished; see the module docstring for signals and errors."""
+    """Drives a role until it is finished; see the module docstring for signals and errors.
+
+    ``signals`` are the ones the role takes (children: SIGTERM only); ``stop``
+    is told of each (why, at once?); without it the first sets ``stopping``
+    and the second exits the process at once. ``failure_file`` receives the
+    message of a failed ``open()``.
+    """
 
     def __init__(
-        self, role: Role, name: str, tick: Callable[[float], None] | None = None
+        self, role: Role, name: str, tick: Callable[[float], None] | None = None, *,
+        signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+        stop: StopHandler | None = None, failure_file: Path | None = None,
     ) -> None:
         self.role = role
         self.name = name
         self.tick = tick
+        self.takes = signals
+        self.stop = stop
+        self.failure_file = failure_file
         self.signals = 0
 
     def _signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals += 1
+        name = signal.Signals(signum).name
         if self.signals == 1:
-            log.info("%s: %s, stopping warmly (again to stop at once)", self.name,
-                     signal.Signals(signum).name)
-            self.role.stopping = True
+            log.info("%s: %s, stopping warmly (again to stop at once)", self.name, name)
+            if self.stop is not None:
+                self.stop(f"stopped by {name}", False)
+            else:
+                self.role.stopping = True
         else:
-            log.warning("%s: second signal, stopping at once", self.name)
-            os._exit(1)
+            log.warning("%s: second signal (%s), stopping at once", self.name, name)
+            if self.stop is not None:
+                self.stop(f"stopped at once by a second signal ({name})", True)
+            else:
+                os._exit(1)
+
+    def _open(self) -> bool:
+        """Open the role; False (after logging and leaving its message) if it cannot start.
+
+        Without a ``failure_file`` (the supervisor) the error goes to the caller."""
+        if self.failure_file is None:
+            self.role.open()
+            return True
+        try:
+            self.role.open()
+        except (HiveError, OSError) as exc:
+            message = describe(exc)
+        except Exception as exc:
+            log.exception("%s: cannot start", self.name)
+            message = f"{type(exc).__name__}: {exc}"
+        else:
+            return True
+        log.error("%s: cannot start: %s", self.name, message)
+        with contextlib.suppress(OSError):
+            self.failure_file.write_text(message[:FAILURE_CHARS])
+        return False
 
     def run(self) -> int:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-        signal.signal(signal.SIGTERM, self._signal)
-        signal.signal(signal.SIGINT, self._signal)
-        self.role.open()
+        for signum in self.takes:
+            signal.signal(signum, self._signal)
+        if self.failure_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.failure_file.unlink()
+        if not self._open():
+            return START_FAILED
         code = 0
         try:
             while not self.role.finished:
@@ -204,6 +307,27 @@ class Runner:
         return code
 
 
+def describe(exc: BaseException) -> str:
+    """One line for an error met at start: an OSError names its file, not its errno."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return str(exc) or type(exc).__name__
+
+
+def failure_file(data_dir: Path, log_name: str) -> Path:
+    """Where a child that cannot start leaves its message (next to its log)."""
+    return data_dir / "logs" / f"{log_name.removesuffix('.log')}.failed"
+
+
+def read_failure(path: Path) -> str:
+    """A child's start failure message; empty if it left none."""
+    try:
+        return path.read_text(errors="replace")[:FAILURE_CHARS].strip()
+    except OSError:
+        return ""
+
+
 def worker_dir(data_dir: Path, worker_id: int) -> Path:
     """Worker ``worker_id``'s directory in ``data_dir``: its LMDB store, WARC files and logs."""
     return data_dir / f"worker-{worker_id:02d}"
@@ -212,19 +336,17 @@ def worker_dir(data_dir: Path, worker_id: int) -> Path:
 def read_state(data_dir: Path) -> dict[str, Any] | None:
     """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none.
 
-    A file that is not a JSON object raises StoreError naming it.
-    """
+    A file that cannot be read or is not a JSON object is a HiveError naming it."""
     path = data_dir / "hive.json"
     try:
-        text = path.read_bytes().decode("utf-8")
+        state = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path} is damaged: {exc}") from exc
-    try:
-        state = json.loads(text)
+    except OSError as exc:
+        raise HiveError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:
-        raise StoreError(f"{path} is damaged: not JSON ({exc})") from exc
+        raise HiveError(f"{path} is damaged (not JSON: {exc}); move it away to start afresh "
+                        "from the stores") from exc
     if not isinstance(state, dict):
-        raise StoreError(f"{path} is damaged: not a JSON object")
+        raise HiveError(f"{path} is damaged (not a JSON object)")
     return state

@@ -19,6 +19,7 @@ message routed (hive/curve.py).
 from __future__ import annotations
 
 import logging
+import signal
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from hive import wire
 from hive.config import from_dict
 from hive.curve import Curve
 from hive.endpoints import Endpoints, incoming, pull, push
-from hive.lifecycle import Runner, die_with_parent, setup_logging
+from hive.lifecycle import Runner, child_signals, die_with_parent, setup_logging
 from hive.ring import Ring
 
 log = logging.getLogger(__name__)
@@ -146,11 +147,13 @@ class Splitter:
 
 
 def run_splitter(cfg_data: dict[str, Any], data_dir: str, endpoints: dict[str, Any],
-                 procs: int, parent: int) -> None:
-    """The spawned splitter's entry point."""
-    cfg = from_dict(cfg_data)
+                 procs: int, parent: int, failed: str) -> None:
+    """The spawned splitter's entry point; signals and start failures as a worker's."""
+    child_signals()
     die_with_parent(parent)
+    cfg = from_dict(cfg_data)
     setup_logging(cfg.log.level, Path(data_dir) / "logs", "splitter")
     ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
     splitter = Splitter(Endpoints.from_dict(endpoints), ring, cfg.hive.overflow)
-    raise SystemExit(Runner(splitter, "splitter").run())
+    runner = Runner(splitter, "splitter", signals=(signal.SIGTERM,), failure_file=Path(failed))
+    raise SystemExit(runner.run())

@@ -10,10 +10,17 @@ pids, ring, the config in force), starts the splitter and N workers with the
   (``DATA/supervisor``) until the owners acknowledge them, like any worker;
 - restarts a child that died, after a backoff that doubles with each death in
   the window; more deaths than ``max_restarts`` in ``restart_window`` stop the
-  hive with a message instead of looping;
+  hive with a message instead of looping; a child that cannot start (a
+  configuration, storage or OS error in its ``open()``) or stops on a storage
+  error is not restarted: the hive stops with the child's message;
 - ends the batch without races: every worker reports monotonic counters and an
   idle flag; after two successive rounds (each worker reported anew) in which
   all are idle, all outboxes are empty and no counter moved, the hive stops.
+
+Every stop records why (``ended``) and the ``ExitCode`` that ``hive start``
+exits with. Children start with SIGINT ignored (hive/lifecycle.py): a
+terminal's Ctrl-C is the supervisor's to act on, and it stops them warmly
+with SIGTERM. On exit the private socket directory is removed.
 
 A restart on an existing data directory resumes: the stores hold every pending
 URL and the outboxes every unacknowledged batch. A restart with another ring
@@ -53,13 +60,24 @@ from hive import __version__, wire
 from hive.config import Config
 from hive.control import ControlServer
 from hive.curve import ensure_keys, key_dir
-from hive.endpoints import Endpoints, make_run_dir, pull, push, run_dir_for
-from hive.errors import StoreError, URLError
+from hive.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir, run_dir_for
+from hive.errors import HiveError, StoreError, URLError
 from hive.frontier.store import DB_NAMES, Store, check_file
-from hive.lifecycle import STORE_FAILED, Lock, read_state, worker_dir
+from hive.lifecycle import (
+    START_FAILED,
+    STORE_FAILED,
+    ExitCode,
+    Lock,
+    failure_file,
+    read_failure,
+    read_state,
+    spawn_quietly,
+    worker_dir,
+)
 from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.resize import Resize, resize
+from hive.seeds import shown
 from hive.urls import canonicalize, host_key
 
 log = logging.getLogger(__name__)
@@ -125,7 +143,9 @@ class Supervisor:
         self.recreate_missing = recreate_missing
         self.stopping = False
         self.ended = ""
-        self.failed = False
+        self.exit_code = ExitCode.ENDED
+        self.children: list[Child] = []
+        self.endpoints: Endpoints | None = None
         self.started = time.time()
         self.reports: dict[int, Report] = {i: Report() for i in range(procs)}
         self._round_marks: dict[int, int] = {}
@@ -146,27 +166,42 @@ class Supervisor:
     def open(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.lock = Lock(self.data_dir / "lock", f"the hive at {self.data_dir}")
-        try:
-            previous = read_state(self.data_dir)
-            self._check_stores(previous)
-            if previous is not None and previous.get("ring") != self._ring():
-                self.resized = resize(self.data_dir, self.cfg, self.procs)
-                log.info("%s", self.resized.summary())
-        except BaseException:
-            self.lock.release()
-            raise
-        self.endpoints = self._endpoints()
+        # What open() has made is unmade if a later step fails: no socket directory,
+        # bound socket or lock outlives a start that did not happen.
+        with contextlib.ExitStack() as undo:
+            undo.callback(self.lock.release)
+            try:
+                self._open(undo)
+            except zmq.ZMQError as exc:
+                raise HiveError(f"cannot open the hive's sockets: {exc}") from exc
+            undo.pop_all()
+        log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
+
+    def _open(self, undo: contextlib.ExitStack) -> None:
+        previous = read_state(self.data_dir)
+        self._check_stores(previous)
+        ring = self._ring()
+        if previous is not None and previous.get("ring") != ring:
+            self.resized = resize(self.data_dir, self.cfg, self.procs)
+            log.info("%s", self.resized.summary())
+        self.endpoints = endpoints = self._endpoints()
+        if endpoints.run_dir is not None:
+            undo.callback(remove_run_dir, endpoints.run_dir)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self.curve = self.endpoints.curve(self.ctx)
-        self.control = ControlServer(self.ctx, self.endpoints.control, {
+        undo.callback(self.ctx.destroy, linger=0)
+        self.curve = endpoints.curve(self.ctx)
+        if self.curve is not None:
+            undo.callback(self.curve.close)
+        self.control = ControlServer(self.ctx, endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
         }, curve=self.curve)
-        self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve,
+        self.inbox = pull(self.ctx, endpoints.supervisor, self.curve,
                           max_bytes=SUPERVISOR_INBOX_BYTES)
-        self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
-        self.commands = [push(self.ctx, self.endpoints.worker(i), self.curve)
+        self.splitter = push(self.ctx, endpoints.splitter, self.curve)
+        self.commands = [push(self.ctx, endpoints.worker(i), self.curve)
                          for i in range(self.procs)]
         self.store = Store(self.data_dir / "supervisor", sync_interval=0.0)
+        undo.callback(self.store.close, 0.0)
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
                              max_tries=self.cfg.hive.max_tries)
         if self.seeds:
@@ -178,22 +213,30 @@ class Supervisor:
 
         spawn = multiprocessing.get_context("spawn")
         cfg_data, parent = self.cfg.to_dict(), os.getpid()
-        ends = self.endpoints.to_dict()
+        ends = endpoints.to_dict()
+        failed = str(failure_file(self.data_dir, "splitter.log"))
         self.children = [Child("splitter", "splitter.log", lambda: spawn.Process(
             target=run_splitter, name="hive-splitter",
-            args=(cfg_data, str(self.data_dir), ends, self.procs, parent)))]
+            args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
         for i in range(self.procs):
             self.children.append(
                 Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i),
                       worker=i)
             )
         for child in self.children:
+            # A stop (a signal, a child that cannot start) ends the start-up at once.
+            if self.stopping:
+                break
             self._launch(child)
         self.poller = zmq.Poller()
         self.poller.register(self.inbox, zmq.POLLIN)
         self.poller.register(self.control.socket, zmq.POLLIN)
         self._write_state()
-        log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
+
+    @property
+    def reporting(self) -> bool:
+        """True once a worker has reported: the start-up is over."""
+        return any(r.number for r in self.reports.values())
 
     def _check_stores(self, previous: dict[str, Any] | None) -> None:
         """Refuse to start on a damaged worker store, or without one that hive.json names.
@@ -241,14 +284,17 @@ class Supervisor:
     def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
         from hive.workerproc import run_worker
 
+        assert self.endpoints is not None
         cfg_data, parent, ends = self.cfg.to_dict(), os.getpid(), self.endpoints.to_dict()
+        failed = str(failure_file(self.data_dir, f"worker-{i:02d}.log"))
         return lambda: spawn.Process(
             target=run_worker, name=f"hive-worker-{i:02d}",
-            args=(cfg_data, str(self.data_dir), i, ends, parent))
+            args=(cfg_data, str(self.data_dir), i, ends, parent, failed))
 
     def _launch(self, child: Child) -> None:
         child.process = child.start()
-        child.process.start()
+        with spawn_quietly():
+            child.process.start()
         child.launched = time.time()
         child.ps = psutil.Process(child.process.pid) if child.process.pid else None
         if child.ps is not None:
@@ -260,7 +306,7 @@ class Supervisor:
             "version": __version__, "pid": os.getpid(), "started": self.started,
             "data_dir": str(self.data_dir), "procs": self.procs,
             "ring": self._ring(),
-            "endpoints": self.endpoints.to_dict(),
+            "endpoints": self.endpoints.to_dict() if self.endpoints else None,
             "pids": {c.name: c.process.pid if c.process else None for c in self.children},
             "config": self.cfg.to_dict(),
         }
@@ -278,7 +324,7 @@ class Supervisor:
                 canonical = canonicalize(url.strip(), max_length=self.cfg.scope.max_url_length)
             except URLError as exc:
                 refused += 1
-                log.warning("refused seed %r: %s", url, exc)
+                log.warning("refused seed %s: %s", shown(url), exc.reason)
                 continue
             records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
         for i in range(0, len(records), SEED_BATCH):
@@ -308,15 +354,23 @@ class Supervisor:
         return {"denied": keys}
 
     def _stop(self, request: dict[str, Any]) -> object:
-        self.request_stop("stop requested" + (" (now)" if request.get("now") else ""),
+        self.request_stop("stopped by hive stop" + (" --now" if request.get("now") else ""),
                           now=bool(request.get("now")))
         return {"stopping": True}
 
-    def request_stop(self, why: str, now: bool = False, failed: bool = False) -> None:
+    def signalled(self, why: str, now: bool) -> None:
+        """A signal's stop (the Runner's ``stop``): the first warm, the second at once."""
+        self.request_stop(why, now=now)
+
+    def request_stop(self, why: str, now: bool = False,
+                     code: ExitCode = ExitCode.STOPPED) -> None:
+        """Stop the hive (warmly unless ``now``); the first stop's reason and code stand."""
         if not self.stopping:
-            (log.error if failed else log.info)("stopping: %s", why)
-            self.ended = self.ended or why
-            self.failed = failed
+            (log.error if code == ExitCode.ERROR else log.info)("stopping: %s", why)
+            self.ended = why
+            self.exit_code = code
+        elif now:
+            log.info("stopping at once: %s", why)
         self.stopping = True
         if now:
             for child in self.children:
@@ -401,9 +455,11 @@ class Supervisor:
             self._stop_children(now)
         else:
             if self.max_pages and ok - self.pages_before >= self.max_pages:
-                self.request_stop(f"--max-pages {self.max_pages} reached")
+                self.request_stop(f"--max-pages {self.max_pages} reached",
+                                  code=ExitCode.MAX_PAGES)
             elif self._batch_ended():
-                self.request_stop("the batch ended: nothing pending or in flight anywhere")
+                self.request_stop("the batch ended: nothing pending or in flight anywhere",
+                                  code=ExitCode.ENDED)
         return 0.2
 
     def _drain(self, now: float) -> None:
@@ -483,8 +539,13 @@ class Supervisor:
                 self.request_stop(
                     f"{child.name} stopped on a storage error (is the disk full?); see "
                     f"{self.data_dir / 'logs' / child.log}; free space and start again to "
-                    "resume", failed=True,
+                    "resume", code=ExitCode.ERROR,
                 )
+                continue
+            if code == START_FAILED:
+                why = read_failure(failure_file(self.data_dir, child.log)) or (
+                    f"see {self.data_dir / 'logs' / child.log}")
+                self.request_stop(f"{child.name} could not start: {why}", code=ExitCode.ERROR)
                 continue
             if child.name.startswith("worker "):
                 worker = int(child.name.split()[1])
@@ -497,7 +558,7 @@ class Supervisor:
                 self.request_stop(
                     f"{child.name} died {len(child.deaths)} times in "
                     f"{self.cfg.hive.restart_window:g}s (last exit code {code}); see "
-                    f"{self.data_dir / 'logs' / child.log}", failed=True,
+                    f"{self.data_dir / 'logs' / child.log}", code=ExitCode.ERROR,
                 )
                 continue
             delay = self.cfg.hive.restart_backoff * 2 ** (len(child.deaths) - 1)
@@ -551,6 +612,10 @@ class Supervisor:
         self.store.close(time.time())
         state = read_state(self.data_dir) or {}
         state.update({"pid": None, "ended": self.ended, "stopped": time.time()})
-        (self.data_dir / "hive.json").write_text(json.dumps(state, indent=2))
+        tmp = self.data_dir / "hive.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.data_dir / "hive.json")
+        if self.endpoints is not None and self.endpoints.run_dir is not None:
+            remove_run_dir(self.endpoints.run_dir)
         self.lock.release()
         log.info("hive stopped: %s", self.ended or "stopped")

@@ -19,6 +19,7 @@ ZAP authenticator and both senders are CURVE clients (hive/curve.py).
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from hive.endpoints import Endpoints, incoming, pull, push
 from hive.lifecycle import (
     Lock,
     Runner,
+    child_signals,
     die_with_parent,
     limit_malloc_arenas,
     raise_open_files,
@@ -173,14 +175,20 @@ class WorkerProcess:
 
 
 def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
-               endpoints: dict[str, Any], parent: int) -> None:
-    """The spawned worker's entry point: everything is rebuilt from plain data."""
-    cfg = from_dict(cfg_data)
+               endpoints: dict[str, Any], parent: int, failed: str) -> None:
+    """The spawned worker's entry point: everything is rebuilt from plain data.
+
+    It takes SIGTERM (the supervisor's word), never a terminal's SIGINT; if it
+    cannot start, it leaves its message in ``failed`` and exits START_FAILED."""
+    child_signals()
     die_with_parent(parent)
+    cfg = from_dict(cfg_data)
     setup_logging(cfg.log.level, Path(data_dir) / "logs", f"worker-{worker_id:02d}")
     log.info("open-file limit %d", raise_open_files())
     if not limit_malloc_arenas():
         log.info("malloc arenas not capped (not glibc)")
     role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints))
-    raise SystemExit(Runner(role, f"worker {worker_id}").run())
+    runner = Runner(role, f"worker {worker_id}", signals=(signal.SIGTERM,),
+                    failure_file=Path(failed))
+    raise SystemExit(runner.run())
 

@@ -1,11 +1,31 @@
-"""The CLI through click's CliRunner."""
+"""The CLI: click's CliRunner where nothing starts, the real `hive` in a subprocess where
+a start could (a bounded run, its whole process group killed at the end)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import io
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
 
 import cli
-from hive import __version__
+from hive import __version__, config
+from hive.endpoints import run_dir_for
+from hive.lifecycle import ExitCode
+from hive.supervisor import Supervisor
+from hive.testweb import WebProcess
+from tests.conftest import WEB_ADDRESS
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def test_version_and_help() -> None:
@@ -14,3 +34,245 @@ def test_version_and_help() -> None:
     assert result.exit_code == 0 and __version__ in result.output
     result = runner.invoke(cli.main, ["--help"])
     assert result.exit_code == 0 and "polite" in result.output
+
+
+def test_start_help_lists_the_exit_codes() -> None:
+    result = CliRunner().invoke(cli.main, ["start", "--help"])
+    assert result.exit_code == 0
+    for code, meaning in ((0, "the batch ended"), (1, "an error"), (2, "a usage error"),
+                          (3, "stopped by `hive stop` or a signal"), (4, "--max-pages reached"),
+                          (5, "nothing to crawl")):
+        assert f"  {code}  {meaning}" in result.output, result.output
+
+
+def hive(*args: str, timeout: float = 60, cwd: Path = ROOT,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``hive ARGS`` in a session of its own; on a timeout, kill it all and fail."""
+    process = subprocess.Popen([sys.executable, "-m", "cli", *args], cwd=cwd, env=env or ENV,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        raise AssertionError(f"hive {' '.join(args)} ran over {timeout}s:\n{out}\n{err}") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def one_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, text
+    assert "Traceback" not in text
+    return lines[0]
+
+
+@pytest.fixture
+def seeds(tmp_path: Path) -> Path:
+    path = tmp_path / "seeds.txt"
+    path.write_text("http://a.web.test/\n")
+    return path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-s", "hive.procs=500", "start"], "hive.procs: must be at most 256, got 500"),
+    (["start", "-s", "hive.procs=500"], "hive.procs: must be at most 256, got 500"),
+    (["start", "--resolve", "foo"], "dns.resolve: expected HOST=IP, got 'foo'"),
+    (["start", "--resolve", "*.web.test=300.1.1.1"], "dns.resolve: bad address '300.1.1.1'"),
+    (["start", "--allow-net", "10.0.0.0/33"], "dns.allow_nets: bad network '10.0.0.0/33'"),
+    (["-s", "frontier.prioritizer=nosuch:rank", "start"], "frontier.prioritizer: cannot load"),
+])
+def test_config_is_checked_before_anything_starts(tmp_path: Path, seeds: Path, args: list[str],
+                                                  message: str) -> None:
+    data = tmp_path / "data"
+    result = hive(*args, "--seeds", str(seeds), "--data", str(data), timeout=30)
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not data.exists()
+
+
+@pytest.mark.slow
+def test_a_child_that_cannot_start_stops_the_hive_with_its_message(
+    tmp_path: Path, seeds: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "worker-01").write_text("not a directory\n")
+    result = hive("start", "--procs", "2", "--seeds", str(seeds), "--data", str(data),
+                  "--resolve", "*.web.test=127.0.0.2", "--allow-private", "--quiet")
+    assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "restarting" not in result.stderr, result.stderr
+    assert (f"hive stopped: worker 1 could not start: File exists: {data / 'worker-01'};"
+            in result.stdout), result.stdout
+    assert not run_dir_for(data).exists()
+
+
+def test_seeds_file_that_cannot_be_read(tmp_path: Path) -> None:
+    for path, why in ((tmp_path / "missing.txt", "No such file or directory"),
+                      (tmp_path, "Is a directory")):
+        result = CliRunner().invoke(cli.main, ["start", "--seeds", str(path),
+                                               "--data", str(tmp_path / "data")])
+        assert result.exit_code == ExitCode.ERROR, result.output
+        assert one_line(result.output) == f"Error: cannot read seeds file {path}: {why}"
+        assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("content, args, message", [
+    (None, [], "nothing to crawl: no --seeds, and {data} holds no crawl to resume"),
+    (b"", ["--seeds", "{seeds}"], "nothing to crawl: {seeds} holds no URLs"),
+    (b"# only a comment\n\n", ["--seeds", "{seeds}"], "nothing to crawl: {seeds} holds no URLs"),
+    (b"http://a.web.test/\n", ["--seeds", "{seeds}", "--resolve", "*.web.test=127.0.0.2"],
+     "nothing to crawl: all 1 seeds refused: 127.0.0.2 is loopback; use --allow-private"),
+    (b"http://10.1.2.3/\n", ["--seeds", "{seeds}"],
+     "nothing to crawl: all 1 seeds refused: 10.1.2.3 is private; use --allow-private"),
+    (b"ftp://a.test/\nmailto:x@a.test\n", ["--seeds", "{seeds}"],
+     "nothing to crawl: all 2 seeds refused: "),
+])
+def test_nothing_to_crawl_says_so_and_exits_5(tmp_path: Path, content: bytes | None,
+                                              args: list[str], message: str) -> None:
+    data, seeds = tmp_path / "data", tmp_path / "seeds.txt"
+    if content is not None:
+        seeds.write_bytes(content)
+    args = [a.format(seeds=seeds) for a in args]
+    result = CliRunner().invoke(cli.main, ["start", "--data", str(data), *args])
+    assert result.exit_code == ExitCode.NOTHING, result.output
+    assert message.format(data=data, seeds=seeds) in result.output.splitlines()[-1]
+    assert "Traceback" not in result.output
+    assert not data.exists()
+
+
+def test_refused_seeds_are_listed_briefly(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    seeds = tmp_path / "seeds.txt"
+    long_url = "http://a.web.test/" + "x" * 5000
+    bad = [f"ftp://{i}.test/" for i in range(20)]
+    seeds.write_bytes(b"http://a.web.test/\nhttp://b.web.test/\xff\n" + long_url.encode()
+                      + b"\n" + "\n".join(bad).encode() + b"\n")
+    cfg = config.load(environ={}).replace(dns={"resolve": ["*.web.test=127.0.0.2"],
+                                               "allow_private": True})
+    assert cli._screen_seeds(cfg, str(seeds), tmp_path / "data") == ["http://a.web.test/"]
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"refused seed '{seeds} line 2': not UTF-8 (byte 19)"
+    assert err[1].startswith("refused seed 'http://a.web.test/xxx") and "...': " in err[1]
+    assert len(err[1]) < len("refused seed ''") + 200 + 40, err[1]
+    assert len(err) == cli.REFUSALS_SHOWN + 1 and err[-1] == "... and 12 more seeds refused"
+
+
+def test_data_under_a_file(tmp_path: Path, seeds: Path) -> None:
+    (tmp_path / "file").write_text("a file\n")
+    data = tmp_path / "file" / "sub"
+    result = CliRunner().invoke(cli.main, ["start", "--data", str(data), "--seeds", str(seeds),
+                                           "--resolve", "*.web.test=127.0.0.2",
+                                           "--allow-private"])
+    assert result.exit_code == ExitCode.ERROR, result.output
+    assert one_line(result.output) == f"Error: --data {data}: Not a directory"
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_read_only_data(read_only: Path, seeds: Path) -> None:
+    for data, why in ((read_only, "not writable"), (read_only / "data", "Read-only file system")):
+        result = CliRunner().invoke(cli.main, ["start", "--data", str(data), "--seeds",
+                                               str(seeds), "--resolve", "*.web.test=127.0.0.2",
+                                               "--allow-private"])
+        assert result.exit_code == ExitCode.ERROR, result.output
+        assert one_line(result.output) == f"Error: --data {data}: {why}"
+
+
+def test_demo_refuses_a_negative_delay() -> None:
+    result = CliRunner().invoke(cli.main, ["demo", "--delay", "-1"])
+    assert result.exit_code == ExitCode.USAGE
+    assert "Invalid value for '--delay'" in result.output and "Traceback" not in result.output
+
+
+def test_progress_adds_a_line_per_interval_off_a_terminal(tmp_path: Path) -> None:
+    supervisor = Supervisor(config.load(environ={}), tmp_path, 1)
+    stream = io.StringIO()
+    progress = cli.Progress(supervisor, quiet=False, stream=stream)
+    progress(100.0)
+    assert stream.getvalue() == "", "nothing before the first worker report"
+    supervisor.reports[0].number = 1
+    for now in (100.0, 101.0, 109.0, 110.5, 115.0, 121.0):
+        progress(now)
+    progress.end()
+    lines = stream.getvalue().split("\n")
+    assert "\r" not in stream.getvalue()
+    assert len(lines) == 4 and lines[-1] == "" and all(x.startswith("pages ") for x in lines[:3])
+
+
+@pytest.mark.slow
+def test_a_start_runs_to_max_pages_and_cleans_up(tmp_path: Path, web_server: WebProcess) -> None:
+    """Refused seeds are shown and the others crawled; exit 4; no socket directory left."""
+    data, seeds = tmp_path / "data", tmp_path / "seeds.txt"
+    seeds.write_bytes(("\n".join(web_server.seeds()) + "\n").encode() + b"http://\xff/\n")
+    result = hive("start", "--procs", "2", "--data", str(data), "--seeds", str(seeds),
+                  "--resolve", web_server.resolve, "--allow-net", f"{WEB_ADDRESS}/32",
+                  "--max-pages", "3", timeout=120)
+    assert result.returncode == ExitCode.MAX_PAGES, result.stdout + result.stderr
+    assert f"refused seed '{seeds} line {len(web_server.seeds()) + 1}': not UTF-8" in result.stderr
+    assert "Traceback" not in result.stderr and "\r" not in result.stderr
+    assert result.stdout.startswith("hive stopped: --max-pages 3 reached;"), result.stdout
+    assert not run_dir_for(data).exists()
+
+
+@pytest.mark.slow
+def test_detach_reports_the_real_error(tmp_path: Path, seeds: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with (data / "lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = hive("start", "--detach", "--data", str(data), "--seeds", str(seeds),
+                      "--resolve", "*.web.test=127.0.0.2", "--allow-private")
+    assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
+    line = one_line(result.stderr)
+    assert line.startswith(f"hive did not start: the hive at {data} is in use by pid"), line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep", [False, True])
+def test_demo_removes_its_directory_unless_kept(tmp_path: Path, keep: bool) -> None:
+    env = {**ENV, "TMPDIR": str(tmp_path)}
+    result = hive("demo", "--hosts", "2", "--pages", "2", "--delay", "0",
+                  *(["--keep"] if keep else []), env=env, timeout=120)
+    assert result.returncode == ExitCode.ENDED, result.stdout + result.stderr
+    left = list(tmp_path.glob("hive-demo-*"))
+    assert len(left) == (1 if keep else 0), left
+
+
+def test_a_damaged_hive_json_is_named(tmp_path: Path, seeds: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hive.json").write_text('{"pid": 12')
+    result = hive("start", "--data", str(data), "--seeds", str(seeds),
+                  "--resolve", "*.web.test=127.0.0.2", "--allow-private", timeout=30)
+    assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
+    assert one_line(result.stderr).startswith(f"Error: {data / 'hive.json'} is damaged (not JSON")
+
+
+def test_a_start_that_fails_in_the_supervisor_leaves_nothing_behind(
+    tmp_path: Path, seeds: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "supervisor").write_text("not a store\n")
+    for _ in range(2):  # the lock was released: the second start meets the same error
+        result = hive("start", "--data", str(data), "--seeds", str(seeds),
+                      "--resolve", "*.web.test=127.0.0.2", "--allow-private", timeout=30)
+        assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
+        assert one_line(result.stderr) == f"Error: File exists: {data / 'supervisor'}"
+        assert not run_dir_for(data).exists()

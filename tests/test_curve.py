@@ -21,6 +21,7 @@ import zmq
 from hive import wire
 from hive.curve import ClientKeys, make_keys
 from hive.endpoints import Endpoints
+from hive.lifecycle import ExitCode
 from hive.record import UrlRecord
 from hive.ring import Ring
 from hive.testweb import Web, WebProcess
@@ -141,7 +142,7 @@ def test_a_curve_hive_crawls_serves_its_cli_and_ignores_strangers(
     assert all(row["alive"] for row in status["processes"])
     result = hive.run("stop")
     assert result.returncode == 0, result.stderr
-    finish(process)
+    finish(process, code=ExitCode.STOPPED)
     assert "CURVE keys created" in (hive.data / "logs" / "supervisor.log").read_text()
 
     # A restart (faster now) reuses the keys, and the crawl ends.

@@ -22,6 +22,7 @@ import pytest
 
 from hive.config import Config
 from hive.frontier.store import Store
+from hive.lifecycle import ExitCode
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations, received
 from tests.conftest import LAUNCHED, WEB_ADDRESS, crawl_config, wait_for
 
@@ -95,7 +96,9 @@ def output(process: subprocess.Popen[str]) -> str:
     return path.read_text()
 
 
-def finish(process: subprocess.Popen[str], timeout: float = 120) -> str:
+def finish(process: subprocess.Popen[str], timeout: float = 120,
+           code: ExitCode = ExitCode.ENDED) -> str:
+    """Wait for a ``hive start`` to exit with ``code`` (the batch ended unless told)."""
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -104,7 +107,7 @@ def finish(process: subprocess.Popen[str], timeout: float = 120) -> str:
         raise AssertionError(
             f"hive did not finish in {timeout}s:\n{output(process)[-3000:]}"
         ) from None
-    assert process.returncode == 0, output(process)[-3000:]
+    assert process.returncode == code, output(process)[-3000:]
     return output(process)
 
 
@@ -190,7 +193,7 @@ def test_stop_then_start_fetches_nothing_twice(tmp_path: Path, web: WebProcess) 
     wait_for(lambda: len(web.requests) > 40, timeout=30)
     result = hive.run("stop")
     assert result.returncode == 0, result.stderr
-    finish(process)
+    finish(process, code=ExitCode.STOPPED)
     assert hive.state().get("pid") is None
     before = len(web.requests)
     finish(hive.start(2))
@@ -200,7 +203,7 @@ def test_stop_then_start_fetches_nothing_twice(tmp_path: Path, web: WebProcess) 
 
 def test_verify_fails_on_a_corrupt_store(tmp_path: Path, web: WebProcess) -> None:
     hive = Hive(tmp_path, web)
-    finish(hive.start(2, "--max-pages", "10"))
+    finish(hive.start(2, "--max-pages", "10"), code=ExitCode.MAX_PAGES)
     store = Store(hive.data / "worker-00", sync_interval=0.0)
     cursor = store.cursor("back") if store.entries("back") else store.cursor("front")
     assert cursor.first(), "the stopped crawl should still have pending URLs"
@@ -231,6 +234,6 @@ def test_add_and_deny_on_a_running_hive(tmp_path: Path, web: WebProcess) -> None
     assert result.returncode == 0 and "added 3" in result.stdout, result.stderr
     wait_for(lambda: any(r.hostname == web.web.names[4] for r in web.requests), timeout=30)
     hive.run("stop")
-    finish(process)
+    finish(process, code=ExitCode.STOPPED)
     late = [r for r in web.requests if r.hostname == denied and r.start > denied_at]
     assert not late, late

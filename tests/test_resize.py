@@ -29,6 +29,7 @@ import pytest
 from hive.frontier import ROBOTS, Frontier, Lease, Outcome
 from hive.frontier.hosts import HostState
 from hive.frontier.store import DB_NAMES, url_key
+from hive.lifecycle import ExitCode
 from hive.outbox import Outbox
 from hive.record import UrlRecord
 from hive.resize import Move, batches, record_ring, resize, worker_ids
@@ -346,9 +347,9 @@ def test_crawl_with_three_then_five_then_two_workers(tmp_path: Path, web: WebPro
     """Part way with 3, part way with 5, to the end with 2: one owner per host after each
     move (hive verify), every in-scope page fetched once, politeness across the moves."""
     hive = Hive(tmp_path, web)
-    finish(hive.start(3, "--max-pages", "50"))
+    finish(hive.start(3, "--max-pages", "50"), code=ExitCode.MAX_PAGES)
     requests = len(web.requests)
-    finish(hive.start(5, "--max-pages", "50"))
+    finish(hive.start(5, "--max-pages", "50"), code=ExitCode.MAX_PAGES)
     assert len(web.requests) > requests
     result = hive.run("verify")
     assert result.returncode == 0 and result.stdout.count(": ok") == 5, result.stdout

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hive import config
-from hive.errors import StoreError
+from hive.errors import HiveError, StoreError
 from hive.frontier.store import U64, Store, check_file
 from hive.lifecycle import read_state
 from hive.record import UrlRecord
@@ -137,7 +137,7 @@ def test_a_garbage_state_file_is_named(tmp_path: Path, content: bytes) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "hive.json").write_bytes(content)
-    with pytest.raises(StoreError, match="hive.json is damaged"):
+    with pytest.raises(HiveError, match="hive.json is damaged"):
         read_state(data)
 
 

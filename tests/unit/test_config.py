@@ -97,3 +97,18 @@ def test_config_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.fetch.threads = 1  # type: ignore[misc]
     assert typing.get_type_hints(config.FetchConfig)["threads"] is int
+
+
+@pytest.mark.parametrize("environ, overrides, message", [
+    ({"HIVE_HIVE__PROCS": "500"}, (), "hive.procs: must be at most 256, got 500"),
+    ({}, ("hive.procs=257",), "hive.procs: must be at most 256, got 257"),
+    ({}, ("dns.resolve=['a.test=1.2.3']",), "dns.resolve: bad address '1.2.3'"),
+    ({"HIVE_DNS__RESOLVE": "['nonsense']"}, (), "dns.resolve: expected HOST=IP"),
+    ({}, ("dns.allow_nets=['fe80::/200']",), "dns.allow_nets: bad network 'fe80::/200'"),
+    ({}, ("frontier.prioritizer=hive.urls:nothing_here",), "frontier.prioritizer: cannot load"),
+])
+def test_every_source_is_checked_before_a_start(environ: dict[str, str],
+                                                overrides: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        config.load(overrides=overrides, environ=environ)
+    assert config.load(overrides=("hive.procs=256",), environ={}).hive.procs == 256

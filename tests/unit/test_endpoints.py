@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from hive.endpoints import (
     make_run_dir,
     pull,
     push,
+    remove_run_dir,
     run_dir_for,
 )
 from hive.errors import HiveError
@@ -394,3 +396,28 @@ def test_a_pull_socket_disconnects_a_sender_of_an_oversized_frame(tmp_path: Path
             sock.close(linger=0)
     finally:
         ctx.term()
+
+
+def _socket_file(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+
+
+def test_remove_run_dir_takes_only_sockets_and_then_the_directory(tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path / "run")
+    _socket_file(run / "control")
+    _socket_file(run / "worker-0.in")
+    remove_run_dir(run)
+    assert not run.exists()
+    run = make_run_dir(tmp_path / "run")
+    _socket_file(run / "control")
+    (run / "notes").write_text("not ours to remove\n")
+    remove_run_dir(run)
+    assert sorted(p.name for p in run.iterdir()) == ["notes"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _socket_file(elsewhere / "control")
+    (tmp_path / "link").symlink_to(elsewhere)
+    remove_run_dir(tmp_path / "link")
+    assert (elsewhere / "control").exists()
+    remove_run_dir(tmp_path / "missing")  # nothing there: nothing to do

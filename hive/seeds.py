@@ -1,0 +1,110 @@
+"""Seeds before a start: read from a file, screened as the workers would refuse them.
+
+A start's seeds are read and screened before any process starts, so that a
+start with nothing to crawl says why on the terminal and exits with
+``ExitCode.NOTHING`` instead of starting a hive that ends at once:
+
+- **Reading.** A seeds file is read as bytes and decoded line by line: a line
+  that is not UTF-8 is refused with its number and the others go on. Blank
+  lines and lines starting with ``#`` are skipped.
+- **Screening.** Each URL is canonicalized (``hive.urls``); a URL whose host
+  is an IP literal or named by ``dns.resolve`` is checked against the address
+  guard (``hive.dns``), which is what the worker will do at fetch time. Names
+  that need a DNS lookup are not looked up here: a start must not wait on a
+  million lookups, and the answer may change by fetch time.
+
+Refusals are data (``Refusal``); what to show of them is the caller's, and
+``Refusal.shown`` bounds a URL to ``SHOWN_CHARS`` characters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from hive.config import Config
+from hive.dns import AddressGuard, DnsCache, DnsFailure
+from hive.errors import URLError
+from hive.urls import canonicalize
+
+# The most of a refused seed a message shows.
+SHOWN_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A seed refused before the start: what it was (or where) and why."""
+
+    seed: str
+    reason: str
+    address: bool = False  # refused for its address: --allow-private or --allow-net would take it
+
+    def __str__(self) -> str:
+        return f"{shown(self.seed)}: {self.reason}"
+
+
+@dataclass(slots=True)
+class Seeds:
+    """Seeds read and screened: the URLs to crawl (canonical) and the refusals, in order."""
+
+    urls: list[str] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.urls) + len(self.refused)
+
+    def all_refused(self) -> str:
+        """Why not one seed is left, in a line: the count and the first reason, with a hint."""
+        first = self.refused[0]
+        hint = "; use --allow-private" if first.address else ""
+        return f"all {self.total} seeds refused: {first.reason}{hint}"
+
+
+def shown(text: str) -> str:
+    """At most SHOWN_CHARS characters of ``text``, as it would be printed."""
+    return repr(text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "...")
+
+
+def read_lines(data: bytes, source: str) -> Seeds:
+    """The URLs in a seeds file's bytes; a line that is not UTF-8 is refused by its number."""
+    seeds = Seeds()
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            seeds.refused.append(Refusal(f"{source} line {number}",
+                                         f"not UTF-8 (byte {exc.start + 1})"))
+            continue
+        if line and not line.startswith("#"):
+            seeds.urls.append(line)
+    return seeds
+
+
+def _unresolved(host: str, timeout: float) -> tuple[list[str], float | None]:
+    """The screen's resolver: names that need DNS are not looked up before the start."""
+    raise DnsFailure("error", "not looked up")
+
+
+def screen(urls: Iterable[str], cfg: Config, seeds: Seeds | None = None) -> Seeds:
+    """Canonicalize ``urls`` and check the addresses known without DNS; into ``seeds``."""
+    out = seeds if seeds is not None else Seeds()
+    dns = DnsCache.from_config(cfg.dns, resolver=_unresolved)
+    guard = AddressGuard.from_config(cfg.dns)
+    now = time.time()
+    for url in urls:
+        try:
+            canonical = canonicalize(url.strip(), max_length=cfg.scope.max_url_length)
+        except URLError as exc:
+            out.refused.append(Refusal(url, exc.reason))
+            continue
+        resolution = dns.lookup(urlsplit(canonical).hostname or "", now)
+        if resolution.ok and resolution.addresses:
+            refusal = guard.check(resolution.addresses[0])
+            if refusal is not None:
+                out.refused.append(Refusal(url, refusal, address=True))
+                continue
+        out.urls.append(canonical)
+    return out
