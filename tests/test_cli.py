@@ -99,13 +99,15 @@ def test_a_child_that_cannot_start_stops_the_hive_with_its_message(
     tmp_path: Path, seeds: Path
 ) -> None:
     data = tmp_path / "data"
-    data.mkdir()
-    (data / "worker-01").write_text("not a directory\n")
+    # The supervisor checks the stores themselves before any child starts; a lock file
+    # that is a directory is met by the worker alone.
+    (data / "worker-01" / "lock").mkdir(parents=True)
     result = hive("start", "--procs", "2", "--seeds", str(seeds), "--data", str(data),
                   "--resolve", "*.web.test=127.0.0.2", "--allow-private", "--quiet")
     assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and "restarting" not in result.stderr, result.stderr
-    assert (f"hive stopped: worker 1 could not start: File exists: {data / 'worker-01'};"
+    lock = data / "worker-01" / "lock"
+    assert (f"hive stopped: worker 1 could not start: Is a directory: {lock};"
             in result.stdout), result.stdout
     assert not run_dir_for(data).exists()
 
