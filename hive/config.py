@@ -103,6 +103,11 @@ class ScopeConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ParseConfig:
+    max_links_per_page: int
+
+
+@dataclass(frozen=True, slots=True)
 class WarcConfig:
     enabled: bool
     max_file_bytes: int
@@ -143,6 +148,7 @@ class Config:
     dns: DnsConfig
     robots: RobotsConfig
     scope: ScopeConfig
+    parse: ParseConfig
     warc: WarcConfig
     log: LogConfig
     hive: HiveConfig
@@ -175,6 +181,7 @@ MINIMUM_ONE = {
     "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
     "hive.max_tries", "hive.overflow", "hive.tcp_port",
+    "parse.max_links_per_page",
 }
 
 

@@ -15,7 +15,8 @@ from the restart and their URLs are pending again.
 
 Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
 the URL at the head of its host's queue with ``attempts + 1`` (the host backs
-off) until ``max_retries``; every other outcome is final. Robots leases
+off) until ``max_retries``; every other outcome is final. ``handoff_failed`` (a
+page whose links could not be handed on) is always retryable. Robots leases
 (kind ``robots``) take the outcomes ``robots_ok`` and ``robots_retry``; any
 other (``robots_unreachable``, ``refused_address``) blocks the host, whose URLs
 then end with that outcome.
@@ -48,6 +49,8 @@ from hive.urls import fingerprint, host_hash
 
 PAGE = "page"
 ROBOTS = "robots"
+# A page whose links could not be handed on: always retried, never done with its links lost.
+HANDOFF_FAILED = "handoff_failed"
 EVICTION_SAMPLE = 16
 BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
@@ -121,7 +124,7 @@ class Frontier:
         self.crawl_delay_skip = crawl_delay_skip
         self.rng = rng or random.Random()
         self.prioritize: Prioritizer = load_prioritizer(cfg.prioritizer)
-        self.retryable = frozenset(cfg.retry_outcomes)
+        self.retryable = frozenset(cfg.retry_outcomes) | {HANDOFF_FAILED}
         self.store = Store(
             path, map_size_mb=cfg.map_size_mb, txn_max_ops=cfg.txn_max_ops,
             sync_interval=cfg.sync_interval,
