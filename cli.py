@@ -309,7 +309,8 @@ def verify(data_dir: Path, limit: int) -> None:
     if isinstance(pid, int) and _alive(pid):
         raise click.ClickException(f"the hive on {data_dir} is running (pid {pid}): stop it first")
     ring = Ring.from_params(state["ring"])
-    reports = verify_data_dir(data_dir, ring.owner)
+    scope = state.get("config", {}).get("scope", {})
+    reports = verify_data_dir(data_dir, ring.owner, session_ids=scope.get("session_ids", []))
     for report in reports.values():
         click.echo(report.summary())
     if not reports or not all(r.ok for r in reports.values()):

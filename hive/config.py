@@ -100,6 +100,7 @@ class ScopeConfig:
     max_path_depth: int
     max_segment_repeat: int
     honour_nofollow: bool
+    session_ids: list[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,17 @@ other exception escapes, whatever the input. A base that is itself refused
 refuses the reference with the base's reason. The canonical form is a fixed
 point: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
 
+Session ids (:class:`SessionIds`) are left in the canonical URL, which is what
+is fetched (a server may need them), and stripped from the seen set's
+:func:`fingerprint` only, so one page reached under many sessions is fetched
+once. A parameter is taken for a session id when its name is listed
+(``scope.session_ids``; a trailing ``*`` matches any ending, as in
+``aspsessionid*``) and its value is a token of at least 8 characters
+(letters, digits, ``_.,-``), as session managers make them: ``sid=42`` or
+``sid=05/01/01/1234`` are content, not sessions. Path parameters
+(``;jsessionid=...``) of a listed name go whatever their value. A query left
+empty by stripping goes with its ``?``.
+
 A crawler canonicalizes every link of every page, so already-canonical
 absolute URLs and the common relative forms against a canonical base take a
 fast path of a few regular-expression checks; hosts and bases are cached.
@@ -63,7 +74,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import idna
@@ -71,7 +82,7 @@ import mmh3
 
 from hive.errors import URLError
 
-__all__ = ["canonicalize", "fingerprint", "host_hash", "host_key"]
+__all__ = ["SessionIds", "canonicalize", "fingerprint", "host_hash", "host_key"]
 
 _DEFAULT_PORT = {"http": "80", "https": "443"}
 _C0_OR_SPACE = "".join(map(chr, range(0x21)))
@@ -170,8 +181,39 @@ def host_hash(host_key: str) -> int:
     return value
 
 
-def fingerprint(url: str) -> int:
-    """Return the unsigned 64-bit fingerprint of a canonical URL (as :func:`host_hash`)."""
+class SessionIds:
+    """The session-id parameters a fingerprint leaves out (see the module policy)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        alternatives = "|".join(
+            re.escape(name[:-1]) + "[A-Za-z0-9_]*" if name.endswith("*") else re.escape(name)
+            for name in names
+        )
+        self._any = re.compile(rf"[;?&](?:{alternatives})=", re.IGNORECASE) if names else None
+        self._path = re.compile(rf";(?:{alternatives})=[^;/]*", re.IGNORECASE)
+        self._query = re.compile(rf"(?:{alternatives})=[A-Za-z0-9_.,\-]{{8,}}", re.IGNORECASE)
+
+    def strip(self, url: str) -> str:
+        """The canonical url without its session ids (itself when it has none)."""
+        if self._any is None or "=" not in url or self._any.search(url) is None:
+            return url
+        head, mark, query = url.partition("?")
+        if ";" in head:
+            head = self._path.sub("", head)
+        if not mark:
+            return head
+        kept = [part for part in query.split("&") if self._query.fullmatch(part) is None]
+        return f"{head}?{'&'.join(kept)}" if kept else head
+
+
+NO_SESSION_IDS = SessionIds(())
+
+
+def fingerprint(url: str, session_ids: SessionIds = NO_SESSION_IDS) -> int:
+    """Return the unsigned 64-bit fingerprint of a canonical URL (as :func:`host_hash`),
+    with the ``session_ids`` it carries left out."""
+    url = session_ids.strip(url)
     value: int = mmh3.hash64(url.encode("utf-8", "surrogatepass"), signed=False)[0]
     return value
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
@@ -45,7 +45,7 @@ from hive.frontier.seen import SeenSet
 from hive.frontier.store import U64, URL_KEY, Store, url_key
 from hive.politeness import Politeness
 from hive.record import UrlRecord
-from hive.urls import fingerprint, host_hash
+from hive.urls import SessionIds, fingerprint, host_hash
 
 PAGE = "page"
 ROBOTS = "robots"
@@ -114,10 +114,13 @@ class Frontier:
         threads: int,
         robots: bool = True,
         crawl_delay_skip: bool = False,
+        session_ids: Sequence[str] = (),
         rng: random.Random | None = None,
         now: float = 0.0,
     ) -> None:
         self.cfg = cfg
+        # The seen set's fingerprint of a URL leaves its session ids out (hive.urls).
+        self.fingerprint = functools.partial(fingerprint, session_ids=SessionIds(session_ids))
         self.politeness = politeness
         self.threads = threads
         self.robots = robots
@@ -156,7 +159,8 @@ class Frontier:
         return cls(
             path, cfg.frontier, Politeness.from_config(cfg.politeness),
             threads=cfg.fetch.threads, robots=cfg.robots.enabled,
-            crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip", rng=rng, now=now,
+            crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip",
+            session_ids=cfg.scope.session_ids, rng=rng, now=now,
         )
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -198,13 +202,14 @@ class Frontier:
             groups.setdefault(record.host_key, []).append(record)
         max_depth, budget, levels = self.cfg.max_depth, self.cfg.max_urls_per_host, self.cfg.levels
         add, prioritize, seq = self.seen.add, self.prioritize, self._seq
+        url_hash = self.fingerprint
         queued: list[tuple[int, int, bytes]] = []
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
             before = host.admitted
             for record in group:
-                key = URL_KEY.pack(hh, fingerprint(record.url))
+                key = URL_KEY.pack(hh, url_hash(record.url))
                 if host.blocked or record.depth > max_depth or (budget and host.admitted >= budget):
                     self._refuse(key, host, record)
                     continue
@@ -362,7 +367,7 @@ class Frontier:
 
     def _end_unfetched(self, hh: int, record: UrlRecord, outcome: str) -> None:
         """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``."""
-        self._finish(url_key(hh, fingerprint(record.url)), outcome)
+        self._finish(url_key(hh, self.fingerprint(record.url)), outcome)
         self.ended.append((record, outcome))
 
     def _head_level(self, hh: int) -> int:
@@ -474,7 +479,7 @@ class Frontier:
             self._count("frontier/retried")
         else:
             back.remove(lease.key, host)
-            self._finish(URL_KEY.pack(hh, fingerprint(lease.record.url)), kind)
+            self._finish(URL_KEY.pack(hh, self.fingerprint(lease.record.url)), kind)
             if outcome.contacted:
                 host.fetched += 1
         self._dirty.add(hh)

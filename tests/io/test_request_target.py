@@ -1,4 +1,5 @@
-"""What is sent is the canonical URL's bytes, and the WARC record names what was sent."""
+"""What is sent is the canonical URL's bytes, and the WARC record names what was sent;
+session ids are sent, and one page under many sessions is fetched once."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
+from hive.verify import verify_store
 from hive.worker import Worker
 
 PAGE = b"""<!doctype html><title>spellings</title>
 <a href="/a?">empty query</a> <a href="/a">no query</a> <a href="/b?%zz&x=%4">lone percent</a>
+<a href="/s?PHPSESSID=0123456789abcdef&p=1">a session</a>
+<a href="/s?p=1&PHPSESSID=fedcba9876543210">another</a>
+<a href="/s;jsessionid=A1B2?p=1">one more</a>
+<a href="/s?p=1&sid=42">not a session</a>
 """
 
 
@@ -64,7 +70,9 @@ def test_each_spelling_is_asked_for_as_itself(site: tuple[int, list[str]], tmp_p
     pages = sorted(line for line in lines if "robots.txt" not in line)
     assert pages == [
         "GET / HTTP/1.1", "GET /a HTTP/1.1", "GET /a? HTTP/1.1", "GET /b?%zz&x=%4 HTTP/1.1",
+        "GET /s?PHPSESSID=0123456789abcdef&p=1 HTTP/1.1", "GET /s?p=1&sid=42 HTTP/1.1",
     ]
+    assert verify_store(tmp_path / "store", session_ids=cfg.scope.session_ids).ok
     sent = []
     for path in (tmp_path / "warc").glob("*.warc.gz"):
         with path.open("rb") as stream:
@@ -75,4 +83,7 @@ def test_each_spelling_is_asked_for_as_itself(site: tuple[int, list[str]], tmp_p
                     assert record.http_headers.protocol == "GET"  # warcio: the method
                     assert record.http_headers.statusline == f"{target} HTTP/1.1", uri
                     sent.append(target)
-    assert sorted(sent) == ["/", "/a", "/a?", "/b?%zz&x=%4", "/robots.txt"]
+    assert sorted(sent) == [
+        "/", "/a", "/a?", "/b?%zz&x=%4", "/robots.txt", "/s?PHPSESSID=0123456789abcdef&p=1",
+        "/s?p=1&sid=42",
+    ]

@@ -343,6 +343,35 @@ def test_unicode_and_punycode_spellings_of_a_host_are_judged_alike(host: str) ->
     assert answers[0] == answers[1], answers
 
 
+SESSION_IDS = urls.SessionIds(["jsessionid", "phpsessid", "sid", "aspsessionid*", "cfid"])
+
+
+@pytest.mark.parametrize(
+    ("url", "stripped"),
+    [
+        ("http://a/x;jsessionid=ABC123?y=1", "http://a/x?y=1"),
+        ("http://a/x;JSESSIONID=0123456789abcdef", "http://a/x"),
+        ("http://a/x?PHPSESSID=0123456789abcdef0123456789abcdef", "http://a/x"),
+        ("http://a/x?a=1&sid=0123456789abcdef&b=2", "http://a/x?a=1&b=2"),
+        ("http://a/x?ASPSESSIONIDQQGGGNCU=ABCDEFGHIJKLMNOPQRSTUVWX&q", "http://a/x?q"),
+        ("http://a/x?CFID=12345678", "http://a/x"),
+        # content, not sessions: short or structured values, other names
+        ("http://a/x?sid=42", "http://a/x?sid=42"),
+        ("http://a/art.pl?sid=05/01/01/1234", "http://a/art.pl?sid=05/01/01/1234"),
+        ("http://a/x?side=0123456789abcdef", "http://a/x?side=0123456789abcdef"),
+        ("http://a/x?mysid=0123456789abcdef", "http://a/x?mysid=0123456789abcdef"),
+        ("http://a/sid=0123456789abcdef", "http://a/sid=0123456789abcdef"),
+        ("http://a/x?", "http://a/x?"),
+    ],
+)
+def test_session_ids_are_left_out_of_the_fingerprint_only(url: str, stripped: str) -> None:
+    assert SESSION_IDS.strip(url) == stripped
+    assert fingerprint(url, SESSION_IDS) == fingerprint(stripped)
+    assert canonicalize(url) == url, "what is fetched keeps its session id"
+    if stripped != url:
+        assert fingerprint(url) != fingerprint(stripped), "without the list, nothing is stripped"
+
+
 def test_too_long() -> None:
     url = "http://example.com/" + "a" * 30
     assert canonicalize(url, max_length=len(url)) == url
