@@ -57,7 +57,7 @@ import codecs
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import AnyStr
 
@@ -87,7 +87,6 @@ SLICE = 256 * 1024
 # Bytes that mark binary data in the MIME Sniffing Standard (ESC is left out: ISO-2022-JP uses it).
 _BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-_BOMS = (codecs.BOM_UTF8, *_UTF16_BOMS)
 _UTF8_NAMES = frozenset({"utf-8", "utf-8-sig"})
 _UTF16_NAMES = frozenset({"utf-16", "utf-16-le", "utf-16-be"})
 # The Encoding Standard reads these labels as windows-1252.
@@ -296,9 +295,13 @@ def extract_links(
                 page_nofollow |= bool(_tokens(attrs.get("content")) & {"nofollow", "none"})
             elif (attrs.get("http-equiv") or "").strip().lower() == "refresh":
                 target = refresh_url(attrs.get("content") or "")
-                if target is not None:
+                if target is not None and target not in redirects:
+                    if len(redirects) + len(follow) + len(marked) >= max_links:
+                        truncated = True
+                        break
                     redirects[target] = None
-        for raw, is_marked in _raw_links(tree, honour_nofollow):
+        found: Iterable[tuple[str, bool]] = () if truncated else _raw_links(tree, honour_nofollow)
+        for raw, is_marked in found:
             if raw in follow or (is_marked and raw in marked):
                 continue
             if len(redirects) + len(follow) + len(marked) >= max_links:

@@ -232,6 +232,9 @@ def test_links_stop_at_the_cap_and_say_so() -> None:
     marked = "".join(f'<a rel=nofollow href="/n{i}">' for i in range(50)) + '<a href="/y">'
     result = extract_links(PAGE, marked.encode(), "text/html", max_links=20)
     assert result.links == [] and result.refused == {"nofollow": 20} and result.truncated
+    refreshes = "".join(f'<meta http-equiv=refresh content="0;url=/r{i}">' for i in range(50))
+    result = extract_links(PAGE, (refreshes + html).encode(), "text/html", max_links=20)
+    assert result.links == [f"http://a.test/r{i}" for i in range(20)] and result.truncated
 
 
 def test_a_document_larger_than_a_slice_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
