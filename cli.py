@@ -482,7 +482,9 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
                 click.echo(line)
         except HiveError as exc:
             raise click.ClickException(str(exc)) from exc
-    reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs)
+    scope = state.get("config", {}).get("scope", {})
+    reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs,
+                              session_ids=scope.get("session_ids", []))
     for report in reports.values():
         click.echo(report.summary())
     if not reports or not all(r.ok for r in reports.values()):

@@ -116,6 +116,12 @@ class ScopeConfig:
     max_path_depth: int
     max_segment_repeat: int
     honour_nofollow: bool
+    session_ids: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ParseConfig:
+    max_links_per_page: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,7 @@ class Config:
     dns: DnsConfig
     robots: RobotsConfig
     scope: ScopeConfig
+    parse: ParseConfig
     warc: WarcConfig
     log: LogConfig
     hive: HiveConfig
@@ -192,6 +199,7 @@ MINIMUM_ONE = {
     "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
     "hive.max_tries", "hive.overflow", "hive.tcp_port",
+    "parse.max_links_per_page",
 }
 
 

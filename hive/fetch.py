@@ -497,9 +497,11 @@ class Fetcher:
         if not host:
             raise ValueError("no host")
         port = parts.port or _DEFAULT_PORTS[scheme]
-        target = parts.path or "/"
-        if parts.query:
-            target = f"{target}?{parts.query}"
+        # The URL's own bytes after the authority: urlsplit would lose an empty query's
+        # "?", and "/a?" must be asked for as itself (its WARC record names it so).
+        target = url.partition("#")[0][len(scheme) + 3 + len(parts.netloc) :]
+        if not target.startswith("/"):
+            target = "/" + target
         host_header = f"[{host}]" if ":" in host else host
         if port != _DEFAULT_PORTS[scheme]:
             host_header = f"{host_header}:{port}"

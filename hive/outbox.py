@@ -96,20 +96,31 @@ class Outbox:
 
     def put(self, records: list[UrlRecord], now: float) -> int:
         """Keep records (in the open transaction) in the batch open since less than
-        ``window`` seconds, or in a new one; returns the batch's sequence number.
-        A batch is sent once its window has passed and its transaction committed."""
-        data = encode_records(records)
+        ``window`` seconds, or in new ones; returns the (last) batch's sequence number.
+        A batch is sent once its window has passed and its transaction committed.
+
+        Records beyond what one message may carry (:data:`~hive.wire.MAX_RECORDS`,
+        ``MAX_BATCH_BYTES``) go into as many batches as they need. Every frame is
+        encoded before anything is written, so a record the wire refuses raises
+        :class:`~hive.wire.WireError` with nothing of ``records`` kept: the caller
+        must then not record the page as done."""
+        seq = 0
+        for data, count in _frames(records):
+            seq = self._put_frame(data, count, now)
+        return seq
+
+    def _put_frame(self, data: bytes, records: int, now: float) -> int:
         batch = self._open
         if (
             batch is not None and now < batch.closes
-            and batch.records + len(records) <= MAX_RECORDS
+            and batch.records + records <= MAX_RECORDS
             and len(batch.data) + len(data) <= MAX_BATCH_BYTES
         ):
             batch.data = concat_records(batch.data, data)
-            batch.records += len(records)
+            batch.records += records
         else:
             self._seq += 1
-            batch = self._open = _Open(self._seq, now + self.window, data, len(records))
+            batch = self._open = _Open(self._seq, now + self.window, data, records)
             self.store.put("meta", b"outbox_seq", U64.pack(self._seq))
             self.pending[self._seq] = _Pending()
             self.counts["outbox/batches"] += 1
@@ -181,6 +192,25 @@ class Outbox:
         self.store.delete("outbox", key)
         del self.pending[seq]
         self.counts["outbox/quarantined"] += 1
+
+
+def _frames(records: list[UrlRecord]) -> list[tuple[bytes, int]]:
+    """Records frames of at most MAX_RECORDS records and MAX_BATCH_BYTES bytes (a
+    single larger record, which the wire's own limit bounds, alone), with their counts."""
+    out: list[tuple[bytes, int]] = []
+    chunks = [records[i : i + MAX_RECORDS] for i in range(0, len(records), MAX_RECORDS)]
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
+        data = encode_records(chunk)
+        if len(data) > MAX_BATCH_BYTES and len(chunk) > 1:
+            # Pieces aimed at 3/4 of the limit: records vary in size, and one over is cut again.
+            pieces = min(len(chunk), -(-len(data) // (MAX_BATCH_BYTES * 3 // 4)))
+            step = -(-len(chunk) // pieces)
+            chunks += reversed([chunk[i : i + step] for i in range(0, len(chunk), step)])
+        else:
+            out.append((data, len(chunk)))
+    return out
 
 
 def quarantined(store: Store) -> list[tuple[int, str, int]]:
@@ -281,6 +311,12 @@ class RecentLinks:
 
     def add(self, url: str) -> None:
         self._keep(url)
+
+    def forget(self, url: str) -> None:
+        """Drop a URL that was not handed on after all (its bytes stay counted until
+        its generation goes)."""
+        self._young.discard(url)
+        self._old.discard(url)
 
     def _keep(self, url: str) -> None:
         young = self._young

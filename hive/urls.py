@@ -15,29 +15,36 @@ special schemes http and https; normalization follows RFC 3986 section 6):
   against a base of the same scheme ``http:foo`` is relative (as WHATWG).
 - Userinfo (``user:pass@``) is dropped: a crawler following public links must
   never send credentials it found in a page.
-- Scheme and host are lowercased. A non-ASCII host goes through UTS-46
-  non-transitional processing, as browsers do (``faß.de`` becomes
-  ``xn--fa-hia.de``, not ``fass.de``). ASCII labels pass through apart from
-  lowercasing (real hosts carry underscores), but a host label must be made
-  of letters, digits, ``-`` and ``_``: the other characters WHATWG tolerates
-  name no host that resolves. One trailing dot is dropped, so ``a.com.`` and
-  ``a.com`` share a queue. Every IPv4 spelling WHATWG accepts is written as
-  dotted decimal (``0x7f.1`` is ``127.0.0.1``); IPv6 is compressed and
-  lowercased, IPv4-mapped addresses in hex as WHATWG does. A host ending in a
-  number that is not a valid IPv4 address is refused. Two deliberate gaps:
-  ``xn--`` labels are not decoded to check them (a bogus one fails at DNS),
-  and a non-ASCII label must also pass the ``idna`` package's IDNA 2008
-  checks, which refuse some labels browsers take (``☃``, or ``_`` or a
-  leading ``-`` beside non-ASCII letters).
+- Scheme and host are lowercased. The host goes through UTS-46 as browsers
+  apply it (WHATWG's domain to ASCII: non-transitional, no STD3 or hyphen
+  rules, with the joiner and bidi checks), so ``faß.de`` becomes
+  ``xn--fa-hia.de``, not ``fass.de``, and a host of symbols or emoji is
+  accepted or refused the same whether written in Unicode or punycode:
+  ``☃.com`` and ``xn--n3h.com`` are one host, and an ``xn--`` label is
+  decoded and must hold a valid label (a bogus one is refused). Label (63)
+  and host (253) length limits apply to the ASCII form. ASCII labels must be
+  made of letters, digits, ``-`` and ``_`` (real hosts carry underscores): the
+  other characters WHATWG tolerates name no host that resolves. One trailing
+  dot is dropped, so ``a.com.`` and ``a.com`` share a queue. Every IPv4
+  spelling WHATWG accepts is written as dotted decimal (``0x7f.1`` is
+  ``127.0.0.1``); IPv6 is compressed and lowercased, IPv4-mapped addresses in
+  hex as WHATWG does. A host ending in a number that is not a valid IPv4
+  address is refused.
 - The default port (80 for http, 443 for https) and an empty port are dropped.
 - Dot segments are removed (RFC 3986 5.2.4; ``%2e`` counts as a dot); an
   empty path becomes ``/``.
 - Percent-escapes are uppercased; escapes of unreserved characters
-  (``A-Z a-z 0-9 - . _ ~``) are decoded; a ``%`` without two hex digits
-  becomes ``%25``. Every character that RFC 3986 or WHATWG would escape in the
-  path or query (space, controls, ``"<>[]^`{|}``, a backslash in the query,
-  ``'`` in the query, non-ASCII as UTF-8) is escaped. The query keeps its
-  order and an empty query keeps its ``?`` (RFC 3986 6.2.3).
+  (``A-Z a-z 0-9 - . _ ~``) are decoded. A ``%`` without two hex digits is
+  kept as written, as browsers and Heritrix send it (``%25`` would ask the
+  server for another URL); in a path or query holding one, escapes of hex
+  digits stay escaped, so that decoding never makes a new escape. Every
+  character that RFC 3986 or WHATWG would escape in the path or query (space,
+  controls, ``"<>[]^`{|}``, a backslash in the query, ``'`` in the query) is
+  escaped; non-ASCII as UTF-8, except in the query of a link found on a page
+  in a legacy encoding (``encoding``), which is escaped in that encoding as
+  browsers do (WHATWG's encoding override: ``?q=é`` on a windows-1252 page is
+  ``?q=%E9``; a character it cannot encode is written ``&#N;``, escaped). The
+  query keeps its order and an empty query keeps its ``?`` (RFC 3986 6.2.3).
 - The fragment is dropped. The result is at most ``max_length`` characters.
 
 Refusals raise :class:`hive.errors.URLError` with ``reason`` one of
@@ -45,6 +52,17 @@ Refusals raise :class:`hive.errors.URLError` with ``reason`` one of
 other exception escapes, whatever the input. A base that is itself refused
 refuses the reference with the base's reason. The canonical form is a fixed
 point: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
+
+Session ids (:class:`SessionIds`) are left in the canonical URL, which is what
+is fetched (a server may need them), and stripped from the seen set's
+:func:`fingerprint` only, so one page reached under many sessions is fetched
+once. A parameter is taken for a session id when its name is listed
+(``scope.session_ids``; a trailing ``*`` matches any ending, as in
+``aspsessionid*``) and its value is a token of at least 8 characters
+(letters, digits, ``_.,-``), as session managers make them: ``sid=42`` or
+``sid=05/01/01/1234`` are content, not sessions. Path parameters
+(``;jsessionid=...``) of a listed name go whatever their value. A query left
+empty by stripping goes with its ``?``.
 
 A crawler canonicalizes every link of every page, so already-canonical
 absolute URLs and the common relative forms against a canonical base take a
@@ -55,6 +73,8 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import idna
@@ -62,7 +82,7 @@ import mmh3
 
 from hive.errors import URLError
 
-__all__ = ["canonicalize", "fingerprint", "host_hash", "host_key"]
+__all__ = ["SessionIds", "canonicalize", "fingerprint", "host_hash", "host_key"]
 
 _DEFAULT_PORT = {"http": "80", "https": "443"}
 _C0_OR_SPACE = "".join(map(chr, range(0x21)))
@@ -70,6 +90,8 @@ _TAB_OR_NEWLINE = {0x09: None, 0x0A: None, 0x0D: None}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX_BYTE = [f"%{i:02X}" for i in range(256)]
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_UNRESERVED_NOT_HEX = _UNRESERVED - _HEX_DIGITS
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _DIGITS = "0123456789"
 _RADIX_DIGITS = {8: frozenset("01234567"), 10: frozenset(_DIGITS), 16: _HEX_DIGITS}
 
@@ -79,6 +101,9 @@ _PATH_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;=:@/"
 _QUERY_CHARS = r"A-Za-z0-9\-._~!$&()*+,;=:@/?"
 _PATH_FIX = re.compile(rf"%[0-9A-Fa-f]{{2}}|%|[^{_PATH_CHARS}%]+")
 _QUERY_FIX = re.compile(rf"%[0-9A-Fa-f]{{2}}|%|[^{_QUERY_CHARS}%]+")
+
+_JOINERS = frozenset("\u200c\u200d")
+_RTL_CLASSES = frozenset({"R", "AL", "AN"})
 
 # A host spelled in more characters than this cannot shrink to 253 by any sane
 # mapping or escaping; refusing it early also keeps the host cache small.
@@ -91,8 +116,8 @@ _LONG_LABEL = re.compile(r"[^.]{64}")
 _QUERY = rf"(\?[{_QUERY_CHARS}]*)?"
 
 # Fast path: shapes that are canonical as they stand, once hosts with empty or
-# long labels or that might be an IPv4 number, and paths holding "/." (maybe a
-# dot segment) are excluded.
+# long labels, that might be an IPv4 number or hold punycode to check, and
+# paths holding "/." (maybe a dot segment) are excluded.
 _FAST_ABSOLUTE = re.compile(
     rf"((https?)://([A-Za-z0-9_.-]+)(?::([1-9][0-9]{{0,4}}))?)(/[{_PATH_CHARS}]*)?{_QUERY}"
 )
@@ -120,13 +145,17 @@ class _Base(NamedTuple):
     directory: str
 
 
-def canonicalize(url: str, base: str | None = None, max_length: int = 2048) -> str:
+def canonicalize(
+    url: str, base: str | None = None, max_length: int = 2048, encoding: str = "utf-8"
+) -> str:
     """Return the canonical form of ``url``, resolved against ``base`` if given.
 
+    ``encoding`` (a Python codec name) is the encoding of the page the link
+    was found on: the query's non-ASCII characters are escaped in it.
     Raises :class:`URLError` (and nothing else) when the URL is refused.
     """
     try:
-        return _fast(url, base, max_length) or _slow(url, base, max_length)
+        return _fast(url, base, max_length) or _slow(url, base, max_length, encoding)
     except _Refusal as exc:
         raise URLError(exc.reason, url, exc.detail) from None
 
@@ -152,8 +181,39 @@ def host_hash(host_key: str) -> int:
     return value
 
 
-def fingerprint(url: str) -> int:
-    """Return the unsigned 64-bit fingerprint of a canonical URL (as :func:`host_hash`)."""
+class SessionIds:
+    """The session-id parameters a fingerprint leaves out (see the module policy)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        alternatives = "|".join(
+            re.escape(name[:-1]) + "[A-Za-z0-9_]*" if name.endswith("*") else re.escape(name)
+            for name in names
+        )
+        self._any = re.compile(rf"[;?&](?:{alternatives})=", re.IGNORECASE) if names else None
+        self._path = re.compile(rf";(?:{alternatives})=[^;/]*", re.IGNORECASE)
+        self._query = re.compile(rf"(?:{alternatives})=[A-Za-z0-9_.,\-]{{8,}}", re.IGNORECASE)
+
+    def strip(self, url: str) -> str:
+        """The canonical url without its session ids (itself when it has none)."""
+        if self._any is None or "=" not in url or self._any.search(url) is None:
+            return url
+        head, mark, query = url.partition("?")
+        if ";" in head:
+            head = self._path.sub("", head)
+        if not mark:
+            return head
+        kept = [part for part in query.split("&") if self._query.fullmatch(part) is None]
+        return f"{head}?{'&'.join(kept)}" if kept else head
+
+
+NO_SESSION_IDS = SessionIds(())
+
+
+def fingerprint(url: str, session_ids: SessionIds = NO_SESSION_IDS) -> int:
+    """Return the unsigned 64-bit fingerprint of a canonical URL (as :func:`host_hash`),
+    with the ``session_ids`` it carries left out."""
+    url = session_ids.strip(url)
     value: int = mmh3.hash64(url.encode("utf-8", "surrogatepass"), signed=False)[0]
     return value
 
@@ -182,6 +242,7 @@ def _fast(url: str, base: str | None, max_length: int) -> str | None:
             or host[0] == "."
             or ".." in host
             or host[host.rfind(".") + 1] in _DIGITS
+            or "xn--" in host
             or (len(host) > 63 and (len(host) > 253 or _LONG_LABEL.search(host)))
         ):
             return None
@@ -220,7 +281,7 @@ def _fast(url: str, base: str | None, max_length: int) -> str | None:
     return out
 
 
-def _slow(url: str, base: str | None, max_length: int) -> str:
+def _slow(url: str, base: str | None, max_length: int, encoding: str = "utf-8") -> str:
     """Canonicalize any input by the full WHATWG-style parse."""
     text = url.strip(_C0_OR_SPACE)
     if "\t" in text or "\n" in text or "\r" in text:
@@ -266,7 +327,7 @@ def _slow(url: str, base: str | None, max_length: int) -> str:
                 path = parts.directory + path
     out = origin + _path(path)
     if query is not None:
-        out += "?" + _QUERY_FIX.sub(_fix_escape, query)
+        out += "?" + _query(query, encoding)
     if len(out) > max_length:
         raise _Refusal("too_long", f"longer than {max_length}")
     return out
@@ -327,7 +388,7 @@ def _path(path: str) -> str:
     """Normalize a path: slashes, percent-escapes, then dot segments."""
     if "\\" in path:
         path = path.replace("\\", "/")
-    path = _PATH_FIX.sub(_fix_escape, path)
+    path = _PATH_FIX.sub(_escape_fixer(path, "utf-8"), path)
     if "/." in path:
         path = _remove_dot_segments(path)
     return path or "/"
@@ -352,15 +413,52 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(out)
 
 
-def _fix_escape(match: re.Match[str]) -> str:
+def _query(query: str, encoding: str) -> str:
+    """Normalize a query's escapes, escaping non-ASCII in ``encoding``."""
+    if encoding != "utf-8" and query.isascii():
+        encoding = "utf-8"
+    return _QUERY_FIX.sub(_escape_fixer(query, encoding), query)
+
+
+def _escape_fixer(component: str, encoding: str) -> Callable[[re.Match[str]], str]:
+    """The substitution that normalizes the escapes of one path or query.
+
+    A component with a lone ``%`` keeps the escapes of hex digits: decoding
+    ``%4%31`` to ``%41`` would make an escape that the next pass decodes.
+    """
+    if "%" in component and _LONE_PERCENT.search(component):
+        return _fix_escape_keeping_hex if encoding == "utf-8" else functools.partial(
+            _fix_escape, decode=_UNRESERVED_NOT_HEX, encoding=encoding)
+    return _fix_escape if encoding == "utf-8" else functools.partial(
+        _fix_escape, encoding=encoding)
+
+
+def _fix_escape(
+    match: re.Match[str], decode: frozenset[str] = _UNRESERVED, encoding: str = "utf-8"
+) -> str:
     """Normalize one percent-escape, or escape a run of characters that need it."""
     text = match[0]
     if text[0] == "%":
         if len(text) == 1:
-            return "%25"
+            return "%"
         char = chr(int(text[1:], 16))
-        return char if char in _UNRESERVED else text.upper()
-    return "".join([_HEX_BYTE[byte] for byte in text.encode("utf-8")])
+        return char if char in decode else text.upper()
+    if encoding == "utf-8":
+        return "".join([_HEX_BYTE[byte] for byte in text.encode("utf-8")])
+    return "".join([_escape_in(char, encoding) for char in text])
+
+
+def _fix_escape_keeping_hex(match: re.Match[str]) -> str:
+    return _fix_escape(match, _UNRESERVED_NOT_HEX)
+
+
+def _escape_in(char: str, encoding: str) -> str:
+    """One character escaped in a legacy encoding; one it cannot encode as ``&#N;`` (WHATWG)."""
+    try:
+        data = char.encode(encoding)
+    except UnicodeEncodeError:
+        return f"%26%23{ord(char)}%3B"
+    return "".join([_HEX_BYTE[byte] for byte in data])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -388,19 +486,69 @@ def _host(raw: str) -> str:
     last = labels[-1]
     if last.isascii() and (last.isdigit() or (last[:2] == "0x" and _is_hex(last[2:]))):
         return _ipv4(labels)
+    unicode_labels = []
     for i, label in enumerate(labels):
         if label.isascii():
             if _LABEL.fullmatch(label) is None:
                 raise _Refusal("bad_host", f"bad label {label[:70]!r}")
-        else:
+            if not label.startswith("xn--"):
+                unicode_labels.append(label)
+                continue
+            label = _decode_alabel(label)
+        _check_label(label)
+        unicode_labels.append(label)
+        labels[i] = "xn--" + label.encode("punycode").decode("ascii")
+        if len(labels[i]) > 63:
+            raise _Refusal("bad_host", f"label {labels[i][:70]!r} longer than 63")
+        if _LABEL.fullmatch(labels[i]) is None:  # ASCII beside non-ASCII, such as a space
+            raise _Refusal("bad_host", f"bad label {label[:70]!r}")
+    if any(_is_rtl(label) for label in unicode_labels):
+        for label in unicode_labels:
             try:
-                labels[i] = idna.encode(label, uts46=True, transitional=False).decode("ascii")
-            except UnicodeError as exc:
+                idna.check_bidi(label, check_ltr=True)
+            except idna.IDNAError as exc:
                 raise _Refusal("bad_host", f"IDNA: {exc}") from None
     host = ".".join(labels)
     if len(host) > 253:
         raise _Refusal("bad_host", "host longer than 253")
     return host
+
+
+def _decode_alabel(label: str) -> str:
+    """The Unicode label an ``xn--`` label stands for; refused unless it holds non-ASCII."""
+    try:
+        decoded = label[4:].encode("ascii").decode("punycode")
+    except UnicodeError:
+        raise _Refusal("bad_host", f"bad punycode in {label!r}") from None
+    if decoded.isascii():
+        raise _Refusal("bad_host", f"{label!r} does not stand for a Unicode label")
+    return decoded
+
+
+def _check_label(label: str) -> None:
+    """UTS-46's validity criteria for a non-ASCII label, as WHATWG applies them.
+
+    Its characters are valid and already mapped (UTS-46 mapping leaves it
+    unchanged, NFC included), it does not start with a combining mark, and
+    zero-width joiners stand where RFC 5892 (CONTEXTJ) allows them. Hyphen
+    positions are not checked (CheckHyphens is off in browsers).
+    """
+    try:
+        if idna.uts46_remap(label, std3_rules=False, transitional=False) != label:
+            raise _Refusal("bad_host", f"label {label[:70]!r} is not in mapped form")
+        idna.check_initial_combiner(label)
+        for pos, char in enumerate(label):
+            if char in _JOINERS and not idna.valid_contextj(label, pos):
+                raise _Refusal("bad_host", f"joiner out of context in {label[:70]!r}")
+    except (UnicodeError, idna.IDNAError) as exc:
+        raise _Refusal("bad_host", f"IDNA: {exc}") from None
+
+
+def _is_rtl(label: str) -> bool:
+    """Whether a label holds a right-to-left character (a bidi domain's mark, RFC 5893)."""
+    return not label.isascii() and any(
+        unicodedata.bidirectional(char) in _RTL_CLASSES for char in label
+    )
 
 
 def _percent_decode(text: str) -> bytes:

@@ -48,11 +48,12 @@ hosts with empty queues (the frontier releases them when it meets them).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ from hive.frontier.store import (
     url_key,
 )
 from hive.record import UrlRecord
-from hive.urls import fingerprint, host_hash
+from hive.urls import SessionIds, fingerprint, host_hash
 from hive.wire import decode_records
 
 Owner = Callable[[str], int]
@@ -119,14 +120,19 @@ class Report:
 
 
 def verify_store(
-    path: Path, *, worker_id: int | None = None, owner: Owner | None = None, limit: int = 100
+    path: Path, *, worker_id: int | None = None, owner: Owner | None = None, limit: int = 100,
+    session_ids: Sequence[str] = (),
 ) -> Report:
-    """Check one stopped worker's store; StoreError if it cannot be opened."""
-    return _verify(path, worker_id, owner, limit)[0]
+    """Check one stopped worker's store; StoreError if it cannot be opened.
+
+    ``session_ids`` is the crawl's ``scope.session_ids``: the seen set's fingerprints
+    leave them out."""
+    return _verify(path, worker_id, owner, limit, SessionIds(session_ids))[0]
 
 
 def verify_data_dir(
-    data_dir: Path, owner: Owner | None = None, *, limit: int = 100, procs: int | None = None
+    data_dir: Path, owner: Owner | None = None, *, limit: int = 100, procs: int | None = None,
+    session_ids: Sequence[str] = (),
 ) -> dict[int, Report]:
     """Check every ``worker-NN`` store under ``data_dir``, by worker id.
 
@@ -153,7 +159,9 @@ def verify_data_dir(
     first_owner: dict[int, int] = {}
     for worker_id, directory in found:
         try:
-            report, pending = _verify(directory, worker_id, owner, limit)
+            report, pending = _verify(
+                directory, worker_id, owner, limit, SessionIds(session_ids)
+            )
         except StoreError as exc:
             report, pending = Report(directory, limit), {}
             report.add(str(exc))
@@ -166,7 +174,7 @@ def verify_data_dir(
 
 
 def _verify(
-    path: Path, worker_id: int | None, owner: Owner | None, limit: int
+    path: Path, worker_id: int | None, owner: Owner | None, limit: int, session_ids: SessionIds
 ) -> tuple[Report, dict[int, str]]:
     """The report and the hosts with pending URLs (hash → host key) of one store."""
     if owner is not None and worker_id is None:
@@ -181,7 +189,7 @@ def _verify(
     report = Report(path, limit)
     try:
         with env.begin() as txn:
-            checker = _Checker(env, txn, report, owner, worker_id)
+            checker = _Checker(env, txn, report, owner, worker_id, session_ids)
             checker.run()
     except lmdb.Error as exc:
         raise StoreError(f"{path / 'data.mdb'} is damaged: {exc}") from exc
@@ -227,9 +235,11 @@ class _Checker:
     """One pass per database over a read transaction; see the module docstring."""
 
     def __init__(
-        self, env: Any, txn: Any, report: Report, owner: Owner | None, worker_id: int | None
+        self, env: Any, txn: Any, report: Report, owner: Owner | None, worker_id: int | None,
+        session_ids: SessionIds,
     ) -> None:
         self.txn = txn
+        self.fingerprint = functools.partial(fingerprint, session_ids=session_ids)
         self.report = report
         self.owner = owner
         self.worker_id = worker_id
@@ -330,7 +340,7 @@ class _Checker:
                 f"record of {record.url} (host {record.host_key}, hash {own.hex()})"
                 " is queued under another host"
             )
-        uh = fingerprint(record.url)
+        uh = self.fingerprint(record.url)
         state = self._get("urls", url_key(hh, uh))
         if state != PENDING:
             return f"{record.url} is {_describe(state)}, yet queued"
@@ -486,7 +496,7 @@ class _Checker:
                 return
             hh = host_hash(record.host_key)
             if U64.pack(hh) in suspects:
-                uk = url_key(hh, fingerprint(record.url))
+                uk = url_key(hh, self.fingerprint(record.url))
                 places.setdefault(uk, (record.url, []))[1].append(where)
 
         for key, value in self._items("front"):

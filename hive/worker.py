@@ -40,7 +40,7 @@ from hive.crawllog import CrawlLog
 from hive.dns import AddressGuard, DnsCache, Resolver
 from hive.errors import StoreError, URLError
 from hive.fetch import Fetcher, FetchResult
-from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.frontier import HANDOFF_FAILED, PAGE, ROBOTS, Frontier, Lease, Outcome
 from hive.outbox import RecentLinks
 from hive.parse import Scope, extract_links
 from hive.record import UrlRecord
@@ -78,6 +78,7 @@ class Fetched:
     links: list[UrlRecord] = field(default_factory=list)
     refused_links: Counter[str] = field(default_factory=Counter)
     recent_links: int = 0
+    links_truncated: bool = False
     rules: RobotsRules | None = None
 
 
@@ -263,13 +264,37 @@ class Worker:
             self.in_flight -= 1
             if fetched.rules is not None:
                 self.robots.put(fetched.lease.record.host_key, fetched.rules)
-            self._record(fetched, now)
             if fetched.links:
-                self.on_links(fetched.links, now)
+                self._hand_on(fetched, now)
+            self._record(fetched, now)
             for reason, n in fetched.refused_links.items():
                 self.counts[f"links/refused/{reason}"] += n
             self.counts["links/found"] += len(fetched.links)
             self.counts["links/recent_dropped"] += fetched.recent_links
+            self.counts["links/truncated_pages"] += fetched.links_truncated
+
+    def _hand_on(self, fetched: Fetched, now: float) -> None:
+        """Hand a page's links on before its outcome is recorded, in the same transaction.
+
+        If they cannot be (a bug: the outbox splits what the wire limits), the page
+        is not done: its outcome becomes ``handoff_failed``, which the frontier
+        retries, so no page ends ``ok`` with its links lost. A storage error stops
+        the worker, as everywhere.
+        """
+        try:
+            self.on_links(fetched.links, now)
+        except StoreError:
+            raise
+        except Exception as exc:
+            url = fetched.lease.record.url
+            log.error("the %d links of %s were not handed on, so it will be fetched again: %s",
+                      len(fetched.links), url, exc)
+            self.counts["links/handoff_failed"] += 1
+            fetched.outcome = Outcome(HANDOFF_FAILED, fetched.outcome.status)
+            fetched.message = f"links not handed on: {type(exc).__name__}: {exc}"
+            for record in fetched.links:  # or the page's next fetch would drop them as recent
+                self.recent.forget(record.url)
+            fetched.links = []
 
     def _record(self, fetched: Fetched, now: float) -> None:
         lease, outcome = fetched.lease, fetched.outcome
@@ -408,10 +433,16 @@ class Worker:
             message=result.message,
         )
         if result.outcome == "ok":
+            cap = self.cfg.parse.max_links_per_page
             links = extract_links(
-                record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow
+                record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
+                max_links=cap, max_url_length=self.cfg.scope.max_url_length,
             )
             fetched.refused_links.update(links.refused)
+            if links.truncated:
+                fetched.links_truncated = True
+                fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
+                log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
             self._follow(fetched, links.links, record.depth + 1, record.hops)
         elif result.outcome == "redirect" and result.location:
             if record.hops >= self.cfg.fetch.max_redirect_hops:

@@ -15,7 +15,8 @@ from the restart and their URLs are pending again.
 
 Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
 the URL at the head of its host's queue with ``attempts + 1`` (the host backs
-off) until ``max_retries``; every other outcome is final. Robots leases
+off) until ``max_retries``; every other outcome is final. ``handoff_failed`` (a
+page whose links could not be handed on) is always retryable. Robots leases
 (kind ``robots``) take the outcomes ``robots_ok`` and ``robots_retry``; any
 other (``robots_unreachable``, ``refused_address``) blocks the host, whose URLs
 then end with that outcome.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
@@ -44,10 +45,12 @@ from hive.frontier.seen import SeenSet
 from hive.frontier.store import U64, URL_KEY, Store, url_key
 from hive.politeness import Politeness
 from hive.record import UrlRecord
-from hive.urls import fingerprint, host_hash
+from hive.urls import SessionIds, fingerprint, host_hash
 
 PAGE = "page"
 ROBOTS = "robots"
+# A page whose links could not be handed on: always retried, never done with its links lost.
+HANDOFF_FAILED = "handoff_failed"
 EVICTION_SAMPLE = 16
 BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
@@ -111,17 +114,20 @@ class Frontier:
         threads: int,
         robots: bool = True,
         crawl_delay_skip: bool = False,
+        session_ids: Sequence[str] = (),
         rng: random.Random | None = None,
         now: float = 0.0,
     ) -> None:
         self.cfg = cfg
+        # The seen set's fingerprint of a URL leaves its session ids out (hive.urls).
+        self.fingerprint = functools.partial(fingerprint, session_ids=SessionIds(session_ids))
         self.politeness = politeness
         self.threads = threads
         self.robots = robots
         self.crawl_delay_skip = crawl_delay_skip
         self.rng = rng or random.Random()
         self.prioritize: Prioritizer = load_prioritizer(cfg.prioritizer)
-        self.retryable = frozenset(cfg.retry_outcomes)
+        self.retryable = frozenset(cfg.retry_outcomes) | {HANDOFF_FAILED}
         self.store = Store(
             path, map_size_mb=cfg.map_size_mb, txn_max_ops=cfg.txn_max_ops,
             sync_interval=cfg.sync_interval,
@@ -153,7 +159,8 @@ class Frontier:
         return cls(
             path, cfg.frontier, Politeness.from_config(cfg.politeness),
             threads=cfg.fetch.threads, robots=cfg.robots.enabled,
-            crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip", rng=rng, now=now,
+            crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip",
+            session_ids=cfg.scope.session_ids, rng=rng, now=now,
         )
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -195,13 +202,14 @@ class Frontier:
             groups.setdefault(record.host_key, []).append(record)
         max_depth, budget, levels = self.cfg.max_depth, self.cfg.max_urls_per_host, self.cfg.levels
         add, prioritize, seq = self.seen.add, self.prioritize, self._seq
+        url_hash = self.fingerprint
         queued: list[tuple[int, int, bytes]] = []
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
             before = host.admitted
             for record in group:
-                key = URL_KEY.pack(hh, fingerprint(record.url))
+                key = URL_KEY.pack(hh, url_hash(record.url))
                 if host.blocked or record.depth > max_depth or (budget and host.admitted >= budget):
                     self._refuse(key, host, record)
                     continue
@@ -359,7 +367,7 @@ class Frontier:
 
     def _end_unfetched(self, hh: int, record: UrlRecord, outcome: str) -> None:
         """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``."""
-        self._finish(url_key(hh, fingerprint(record.url)), outcome)
+        self._finish(url_key(hh, self.fingerprint(record.url)), outcome)
         self.ended.append((record, outcome))
 
     def _head_level(self, hh: int) -> int:
@@ -471,7 +479,7 @@ class Frontier:
             self._count("frontier/retried")
         else:
             back.remove(lease.key, host)
-            self._finish(URL_KEY.pack(hh, fingerprint(lease.record.url)), kind)
+            self._finish(URL_KEY.pack(hh, self.fingerprint(lease.record.url)), kind)
             if outcome.contacted:
                 host.fetched += 1
         self._dirty.add(hh)

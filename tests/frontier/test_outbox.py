@@ -8,10 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from hive import wire
 from hive.frontier.store import U64, Store
-from hive.outbox import MAX_RESEND, Outbox, RecentLinks, quarantined, replay_quarantine
+from hive.outbox import (
+    MAX_BATCH_BYTES,
+    MAX_RESEND,
+    Outbox,
+    RecentLinks,
+    quarantined,
+    replay_quarantine,
+)
 from hive.record import UrlRecord
-from hive.wire import decode_records, encode_records
+from hive.wire import MAX_RECORDS, WireError, decode_records, encode_records
 
 
 def records(n: int) -> list[UrlRecord]:
@@ -131,6 +139,39 @@ def test_a_crash_inside_the_window_keeps_what_was_committed(tmp_path: Path) -> N
     (sent_seq, data), = outbox.due(0.6)
     assert sent_seq == seq and decode_records(data) == records(2), "the uncommitted part is gone"
     store.close(0.6)
+
+
+def test_more_links_than_a_message_carries_go_in_as_many_batches(tmp_path: Path) -> None:
+    """A page of 250,001 in-scope links (over the wire's 100,000 records and the batch's
+    bytes): every link is kept, in order, in batches a peer can decode."""
+    store = Store(tmp_path, sync_interval=0.0, map_size_mb=256)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3, window=0.05)
+    page = [
+        UrlRecord(f"http://h.test/{i}", "h.test", 1, "http://h.test/") for i in range(250_001)
+    ]
+    outbox.put(page, 0.0)
+    store.commit(0.0)
+    batches = outbox.due(1.0)
+    assert len(batches) > 250_001 // MAX_RECORDS
+    kept = []
+    for seq, data in batches:
+        assert len(data) <= MAX_BATCH_BYTES
+        message = wire.decode(wire.encode_batch_data(0, seq, data))
+        assert isinstance(message, wire.Batch)
+        kept += message.records
+    assert kept == page
+    store.close(1.0)
+
+
+def test_links_the_wire_refuses_are_refused_whole(tmp_path: Path) -> None:
+    """A record no peer could decode fails the put before anything of it is kept, so
+    the caller can leave the page undone rather than lose part of its links."""
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3)
+    with pytest.raises(WireError):
+        outbox.put([*records(MAX_RECORDS + 5), UrlRecord("http://h.test/\0", "h.test")], 0.0)
+    assert len(outbox) == 0 and store.entries("outbox") == 0 and outbox.due(1.0) == []
+    store.close(1.0)
 
 
 def _two_url_budget(urls: list[str]) -> int:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive import config
+from hive import config, parse
 from hive.errors import ConfigError
 from hive.parse import (
     ExtractResult,
@@ -191,10 +191,72 @@ def test_sniff() -> None:
         ('<a href="/\u65e5">'.encode("utf-16"), "text/html", ["http://a.test/%E6%97%A5"]),
         ('<a href="/\u65e5">'.encode("shift_jis"), 'text/html; charset="Shift_JIS"',
          ["http://a.test/%E6%97%A5"]),
+        # A query is escaped in the page's encoding (WHATWG's encoding override), the path
+        # in UTF-8; what the encoding cannot hold is written &#N;, escaped.
+        ('<a href="/\u00e9?q=\u00e9">'.encode("latin-1"), "text/html; charset=ISO-8859-1",
+         ["http://a.test/%C3%A9?q=%E9"]),
+        ('<meta charset="windows-1252"><a href="?q=\u00e9&r=\u20ac">'.encode("cp1252"),
+         "text/html", ["http://a.test/dir/page.html?q=%E9&r=%80"]),
+        ('<meta http-equiv="Content-Type" content="text/html; charset=koi8-r">'
+         '<a href="/s?q=\u0434">'.encode("koi8_r"), None, ["http://a.test/s?q=%C4"]),
+        ('<a href="/s?q=\u0101">'.encode("cp1252", "xmlcharrefreplace").replace(b"&#257;",
+         "\u0101".encode("utf-8")), "text/html; charset=utf-8", ["http://a.test/s?q=%C4%81"]),
+        ('<a href="/s?q=\u65e5\u00e9">'.encode("shift_jis", "replace"),
+         "text/html; charset=Shift_JIS", ["http://a.test/s?q=%93%FA?"]),
+        ('<meta charset="windows-1251"><a href="/s?q=\u00e9">'.encode("utf-8"),
+         "text/html; charset=windows-1250", ["http://a.test/s?q=%C3%A9"]),
+        ('<a href="/s?q=\u00e9">'.encode("utf-16"), "text/html; charset=windows-1252",
+         ["http://a.test/s?q=%C3%A9"]),
     ],
 )
 def test_charsets(body: bytes, content_type: str, expected: list[str]) -> None:
     assert extract_links(PAGE, body, content_type).links == expected
+
+
+def test_a_query_character_the_pages_charset_lacks_is_sent_as_a_reference() -> None:
+    body = '<a href="/s?q=\u0101">'.encode("iso-8859-4")  # ā is 0xE0 in Latin-4
+    assert extract_links(PAGE, body, "text/html; charset=iso-8859-4").links == [
+        "http://a.test/s?q=%E0"
+    ]
+    # ā, which windows-1252 lacks, written as a character reference
+    body = '<meta charset="windows-1252"><a href="/s?q=&#257;">'.encode("ascii")
+    assert extract_links(PAGE, body, "text/html").links == ["http://a.test/s?q=%26%23257%3B"]
+
+
+def test_links_stop_at_the_cap_and_say_so() -> None:
+    html = "".join(f'<a href="/{i}">' for i in range(50)) + '<a href="/0">'
+    result = extract_links(PAGE, html.encode(), "text/html", max_links=20)
+    assert result.links == [f"http://a.test/{i}" for i in range(20)] and result.truncated
+    exact = extract_links(PAGE, html.encode(), "text/html", max_links=50)
+    assert len(exact.links) == 50 and not exact.truncated, "repeats do not count"
+    marked = "".join(f'<a rel=nofollow href="/n{i}">' for i in range(50)) + '<a href="/y">'
+    result = extract_links(PAGE, marked.encode(), "text/html", max_links=20)
+    assert result.links == [] and result.refused == {"nofollow": 20} and result.truncated
+    refreshes = "".join(f'<meta http-equiv=refresh content="0;url=/r{i}">' for i in range(50))
+    result = extract_links(PAGE, (refreshes + html).encode(), "text/html", max_links=20)
+    assert result.links == [f"http://a.test/r{i}" for i in range(20)] and result.truncated
+
+
+def test_a_document_larger_than_a_slice_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut into slices, a page keeps its base, its robots meta and every link."""
+    monkeypatch.setattr(parse, "SLICE", 64)
+    head = '<head><base href="/b/"><meta http-equiv=refresh content="0;url=/r"></head>'
+    links_html = "".join(f'<p class="x"><a href="{i}">link {i}</a></p>' for i in range(40))
+    result = extract_links(PAGE, (head + links_html).encode(), "text/html")
+    assert result.links == ["http://a.test/r"] + [f"http://a.test/b/{i}" for i in range(40)]
+    nofollow = '<meta name="robots" content="nofollow">' + links_html
+    result = extract_links(PAGE, nofollow.encode("cp1252"), "text/html; charset=cp1252")
+    assert result.links == [] and result.refused == {"nofollow": 40}
+
+
+def test_the_url_length_limit_is_the_scopes() -> None:
+    long = "/" + "a" * 3000
+    html = f'<a href="{long}"><a href="/short">'.encode()
+    assert extract_links(PAGE, html, "text/html", max_url_length=4096).links == [
+        "http://a.test" + long, "http://a.test/short"
+    ]
+    result = extract_links(PAGE, html, "text/html", max_url_length=100)
+    assert result.links == ["http://a.test/short"] and result.refused == {"too_long": 1}
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,12 @@ RFC3986_NORMALIZATION = [
     ("http://example.com/\x01\x7f", "http://example.com/%01%7F"),
     ("http://example.com/?q='x'\\", "http://example.com/?q=%27x%27%5C"),
     ("http://example.com/it's", "http://example.com/it's"),
-    ("http://example.com/%zz%4%", "http://example.com/%25zz%254%25"),
+    # A "%" without two hex digits is sent as written, as browsers do; beside one,
+    # escapes of hex digits stay (decoding "%4%31" would make the escape "%41").
+    ("http://example.com/%zz%4%", "http://example.com/%zz%4%"),
+    ("http://example.com/%4%31?%4%31&%7e", "http://example.com/%4%31?%4%31&~"),
+    ("http://example.com/%%7e%41/%41", "http://example.com/%~%41/%41"),
+    ("http://example.com/a/%41?%", "http://example.com/a/A?%"),
     ("http://example.com/!$&'()*+,;=:@", "http://example.com/!$&'()*+,;=:@"),
     ("http://example.com/?/?:@", "http://example.com/?/?:@"),
 ]
@@ -161,6 +166,14 @@ WHATWG = [
     ("http://xn--fa-hia.de/", "http://xn--fa-hia.de/"),
     ("http://%65xample.com/", "http://example.com/"),
     ("http://b%C3%BCcher.example/", "http://xn--bcher-kva.example/"),
+    # Symbols and emoji as browsers take them (UTS-46 without the IDNA 2008 table),
+    # the same host whether spelled in Unicode or punycode.
+    ("http://☃.net/", "http://xn--n3h.net/"),
+    ("http://xn--n3h.net/", "http://xn--n3h.net/"),
+    ("http://XN--N3H.net/", "http://xn--n3h.net/"),
+    ("http://💩.la/", "http://xn--ls8h.la/"),
+    ("http://xn--ls8h.la/", "http://xn--ls8h.la/"),
+    ("http://-ä.com/", "http://xn----0fa.com/"),
 ]
 
 RELATIVE_TO = "http://a/b/c/d;p?q"
@@ -208,8 +221,15 @@ REFUSALS = [
     ("http://" + "a" * 64 + ".com/", "bad_host"),
     ("http://" + "a." * 127 + "com/", "bad_host"),
     ("http://" + "a" * 2000 + "/", "bad_host"),
-    ("http://☃.net/", "bad_host"),
     ("http://a\u200db.com/", "bad_host"),
+    ("http://xn--ab-m1t.com/", "bad_host"),
+    ("http://\u0301a.com/", "bad_host"),
+    ("http://xn--a-wbb.com/", "bad_host"),
+    ("http://xn--zz.com/", "bad_host"),
+    ("http://xn--abc-.com/", "bad_host"),
+    ("http://xn--.com/", "bad_host"),
+    ("http://xn--a.com/", "bad_host"),
+    ("http://xn--fass-jna.de/", "bad_host"),
     ("http://1.2.3.999/", "bad_host"),
     ("http://1.2.3.4.5/", "bad_host"),
     ("http://256.0.0.0x100/", "bad_host"),
@@ -278,6 +298,78 @@ def test_refusals(url: str, reason: str) -> None:
     assert info.value.reason == reason
     assert info.value.url == url
     assert isinstance(info.value, ValueError)
+
+
+def _unicode_label(ascii_length: int) -> str:
+    """A label of ``a``s and one ``ü`` whose xn-- form is ``ascii_length`` characters."""
+    for count in range(ascii_length):
+        label = "a" * count + "ü"
+        if len("xn--" + label.encode("punycode").decode()) == ascii_length:
+            return label
+    raise AssertionError(ascii_length)
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(63, True), (64, False)])
+def test_label_length_limits_apply_to_the_ascii_form(length: int, accepted: bool) -> None:
+    label = _unicode_label(length)
+    assert len(label) < 63
+    alabel = "xn--" + label.encode("punycode").decode()
+    host = "." + "b" * 63 + ".com"
+    for url in (f"http://{label}{host}/", f"http://{alabel}{host}/", f"http://{label.upper()}{host}/"):
+        if accepted:
+            assert canonicalize(url) == f"http://{alabel}{host}/"
+        else:
+            with pytest.raises(URLError) as info:
+                canonicalize(url)
+            assert info.value.reason == "bad_host"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["☃.com", "💩.la", "faß.de", "ü.a", "a\u200db.com", "\u0301a.com", "ا.com", "אב.1a",
+     "a.א1", "١٢.com", "ab\u094d\u200dc.com"],
+)
+def test_unicode_and_punycode_spellings_of_a_host_are_judged_alike(host: str) -> None:
+    labels = [
+        "xn--" + label.encode("punycode").decode() if not label.isascii() else label
+        for label in host.split(".")
+    ]
+    answers = []
+    for spelling in (host, ".".join(labels)):
+        try:
+            answers.append(canonicalize(f"http://{spelling}/"))
+        except URLError as exc:
+            answers.append(exc.reason)
+    assert answers[0] == answers[1], answers
+
+
+SESSION_IDS = urls.SessionIds(["jsessionid", "phpsessid", "sid", "aspsessionid*", "cfid"])
+
+
+@pytest.mark.parametrize(
+    ("url", "stripped"),
+    [
+        ("http://a/x;jsessionid=ABC123?y=1", "http://a/x?y=1"),
+        ("http://a/x;JSESSIONID=0123456789abcdef", "http://a/x"),
+        ("http://a/x?PHPSESSID=0123456789abcdef0123456789abcdef", "http://a/x"),
+        ("http://a/x?a=1&sid=0123456789abcdef&b=2", "http://a/x?a=1&b=2"),
+        ("http://a/x?ASPSESSIONIDQQGGGNCU=ABCDEFGHIJKLMNOPQRSTUVWX&q", "http://a/x?q"),
+        ("http://a/x?CFID=12345678", "http://a/x"),
+        # content, not sessions: short or structured values, other names
+        ("http://a/x?sid=42", "http://a/x?sid=42"),
+        ("http://a/art.pl?sid=05/01/01/1234", "http://a/art.pl?sid=05/01/01/1234"),
+        ("http://a/x?side=0123456789abcdef", "http://a/x?side=0123456789abcdef"),
+        ("http://a/x?mysid=0123456789abcdef", "http://a/x?mysid=0123456789abcdef"),
+        ("http://a/sid=0123456789abcdef", "http://a/sid=0123456789abcdef"),
+        ("http://a/x?", "http://a/x?"),
+    ],
+)
+def test_session_ids_are_left_out_of_the_fingerprint_only(url: str, stripped: str) -> None:
+    assert SESSION_IDS.strip(url) == stripped
+    assert fingerprint(url, SESSION_IDS) == fingerprint(stripped)
+    assert canonicalize(url) == url, "what is fetched keeps its session id"
+    if stripped != url:
+        assert fingerprint(url) != fingerprint(stripped), "without the list, nothing is stripped"
 
 
 def test_too_long() -> None:

@@ -1,0 +1,89 @@
+"""What is sent is the canonical URL's bytes, and the WARC record names what was sent;
+session ids are sent, and one page under many sessions is fetched once."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from hive import config
+from hive.verify import verify_store
+from hive.worker import Worker
+
+PAGE = b"""<!doctype html><title>spellings</title>
+<a href="/a?">empty query</a> <a href="/a">no query</a> <a href="/b?%zz&x=%4">lone percent</a>
+<a href="/s?PHPSESSID=0123456789abcdef&p=1">a session</a>
+<a href="/s?p=1&PHPSESSID=fedcba9876543210">another</a>
+<a href="/s;jsessionid=A1B2?p=1">one more</a>
+<a href="/s?p=1&sid=42">not a session</a>
+"""
+
+
+@pytest.fixture
+def site() -> Iterator[tuple[int, list[str]]]:
+    """A server on 127.0.0.1 answering every page with PAGE and recording request lines."""
+    lines: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            lines.append(self.requestline)
+            status, body = (404, b"") if self.path == "/robots.txt" else (200, PAGE)
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], lines
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_each_spelling_is_asked_for_as_itself(site: tuple[int, list[str]], tmp_path: Path) -> None:
+    port, lines = site
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": ["site.test=127.0.0.1"], "allow_nets": ["127.0.0.1/32"]},
+        politeness={"min_delay": 0.01, "max_delay": 0.05},
+        fetch={"threads": 2},
+    )
+    worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    worker.add([f"http://site.test:{port}/"], time.time())
+    finished = worker.run_until_idle(timeout=30)
+    worker.close()
+    assert finished
+    pages = sorted(line for line in lines if "robots.txt" not in line)
+    assert pages == [
+        "GET / HTTP/1.1", "GET /a HTTP/1.1", "GET /a? HTTP/1.1", "GET /b?%zz&x=%4 HTTP/1.1",
+        "GET /s?PHPSESSID=0123456789abcdef&p=1 HTTP/1.1", "GET /s?p=1&sid=42 HTTP/1.1",
+    ]
+    assert verify_store(tmp_path / "store", session_ids=cfg.scope.session_ids).ok
+    sent = []
+    for path in (tmp_path / "warc").glob("*.warc.gz"):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type == "request":
+                    uri = record.rec_headers.get_header("WARC-Target-URI")
+                    target = uri[len(f"http://site.test:{port}") :]
+                    assert record.http_headers.protocol == "GET"  # warcio: the method
+                    assert record.http_headers.statusline == f"{target} HTTP/1.1", uri
+                    sent.append(target)
+    assert sorted(sent) == [
+        "/", "/a", "/a?", "/b?%zz&x=%4", "/robots.txt", "/s?PHPSESSID=0123456789abcdef&p=1",
+        "/s?p=1&sid=42",
+    ]
