@@ -53,6 +53,7 @@ class PolitenessConfig:
     backoff_base: float
     backoff_max: float
     retry_after_cap: float
+    host_failure_outcomes: list[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,10 @@ fetch was in flight look uncontacted. On open, such hosts wait their full delay
 from the restart and their URLs are pending again.
 
 Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
-the URL at the head of its host's queue with ``attempts + 1`` (the host backs
-off) until ``max_retries``; every other outcome is final. Robots leases
+the URL at the head of its host's queue with ``attempts + 1`` until
+``max_retries``, the host waiting the URL's retry back-off; every other outcome
+is final. The host's own back-off grows only with its consecutive host failures
+(hive/politeness.py says which and why). Robots leases
 (kind ``robots``) take the outcomes ``robots_ok`` and ``robots_retry``; any
 other (``robots_unreachable``, ``refused_address``) blocks the host, whose URLs
 then end with that outcome.
@@ -453,19 +455,26 @@ class Frontier:
         store.ops += 1
         host = back.bound[hh]
         kind = outcome.kind
-        retry = kind in self.retryable
+        page = lease.kind == PAGE
+        retry = page and kind in self.retryable and lease.record.attempts < self.cfg.max_retries
         if outcome.contacted:
             download = max(finished - started, 0.0)
             self._download_ema += 0.05 * (download - self._download_ema)
             host.download_time = download
-            host.failures = host.failures + 1 if retry else 0
+            # The host backs off for its own failures only (see hive/politeness.py): a page's
+            # failure neither grows nor resets the count, a robots.txt retry has its own clock.
+            if kind in self.politeness.host_failures:
+                host.failures += 1
+            elif (page and kind not in self.retryable) or kind == "robots_ok":
+                host.failures = 0
             host.delay = self.politeness.delay(
-                download, host.crawl_delay, outcome.retry_after, host.failures
+                download, host.crawl_delay, outcome.retry_after, host.failures,
+                lease.record.attempts + 1 if retry else 0,
             )
             host.next_allowed = max(host.next_allowed, finished + host.delay)
         if lease.kind == ROBOTS:
             self._robots_done(host, outcome, finished)
-        elif retry and lease.record.attempts < self.cfg.max_retries:
+        elif retry:
             lease.record.attempts += 1
             back.replace(lease.key, host, lease.record.encode())
             self._count("frontier/retried")

@@ -102,6 +102,43 @@ def test_retries_then_final(opener: Callable[..., Opener]) -> None:
     assert f.pop_ready(now).wake_at is None
 
 
+def waits_after(f: Frontier, now: float, outcomes: list[Outcome]) -> list[float]:
+    """Answer the host's next lease with each outcome in turn; the waits the host was given."""
+    waits = []
+    for outcome in outcomes:
+        f.done(lease_now(f, now), outcome, now, now)
+        ready = f.pop_ready(now)
+        assert ready.lease is None and ready.wake_at is not None
+        waits.append(ready.wake_at - now)
+        now = ready.wake_at
+    return waits
+
+
+def test_a_broken_page_backs_off_itself_not_its_host(opener: Callable[..., Opener]) -> None:
+    """Three pages answering 500 in a row: each one's retries wait 2 s then 4 s (backoff_base
+    2), and after its last try the host waits its ordinary 1 s: never 8, 16, 20 … 20."""
+    f = opener(robots={"enabled": False}, frontier={"max_retries": 2}).open()
+    f.admit([rec(f"http://a.test/bad/{i}") for i in range(3)] + [rec("http://a.test/ok")], 0.0)
+    assert waits_after(f, 0.0, [Outcome("http_500", 500)] * 9) == [2.0, 4.0, 1.0] * 3
+    assert lease_now(f, 21.0).record.url == "http://a.test/ok"
+    assert f.stats()["frontier/done/http_500"] == 3
+
+
+def test_the_host_backs_off_for_its_own_failures_until_a_success(
+    opener: Callable[..., Opener],
+) -> None:
+    """429, 503, refused connections and timeouts in a row, on different URLs, double the
+    host's wait up to backoff_max (20 s); a 500 neither grows nor resets it; a success does."""
+    f = opener(robots={"enabled": False}, frontier={"max_retries": 0}).open()
+    f.admit([rec(f"http://a.test/{i}") for i in range(10)], 0.0)
+    outcomes = [
+        Outcome("http_503", 503), Outcome("timeout"), Outcome("http_500", 500),
+        Outcome("connect"), Outcome("http_429", 429), Outcome("http_503", 503),
+        Outcome("timeout"), OK, Outcome("http_503", 503),
+    ]
+    assert waits_after(f, 0.0, outcomes) == [2.0, 4.0, 4.0, 8.0, 16.0, 20.0, 20.0, 1.0, 2.0]
+
+
 def test_not_contacted_outcome_keeps_the_clock(opener: Callable[..., Opener]) -> None:
     f = opener().open()
     f.admit([rec("http://a.test/private/1"), rec("http://a.test/2")], 0.0)
