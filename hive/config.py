@@ -36,6 +36,7 @@ class FrontierConfig:
     aging: float
     max_depth: int
     max_urls_per_host: int
+    refusals_logged_per_host: int
     max_retries: int
     retry_outcomes: list[str]
     txn_max_ops: int

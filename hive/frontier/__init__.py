@@ -42,6 +42,7 @@ from hive.frontier.front import FrontQueues
 from hive.frontier.heap import ReadyHeap
 from hive.frontier.hosts import HostState
 from hive.frontier.priority import Prioritizer, load_prioritizer
+from hive.frontier.refusals import Refusals
 from hive.frontier.seen import SeenSet
 from hive.frontier.store import U64, URL_KEY, Store, url_key
 from hive.politeness import Politeness
@@ -51,6 +52,9 @@ from hive.urls import fingerprint, host_hash
 PAGE = "page"
 ROBOTS = "robots"
 EVICTION_SAMPLE = 16
+# The refusals tally is saved with a commit at most this often (and at close): it is a
+# report, and a crash costs it at most this much of its counts.
+REFUSALS_SAVE_INTERVAL = 1.0
 BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
     "frontier/parked", "frontier/recovered_leases",
@@ -136,6 +140,8 @@ class Frontier:
         self._done_counter: dict[str, str] = {}
         self.newly_bound: list[str] = []
         self.ended: list[tuple[UrlRecord, str]] = []
+        # URLs refused at admission that the caller is to log: (record, reason, message).
+        self.refused: list[tuple[UrlRecord, str, str]] = []
         self.leased: dict[int, Lease] = {}
         self._dirty: set[int] = set()
         self._download_ema = 0.05
@@ -146,6 +152,10 @@ class Frontier:
         self.counts: dict[str, int] = dict.fromkeys(BASE_COUNTERS, 0)
         self.counts.update(state.get("counts", {}))
         self.back.queued = state.get("back_queued", 0)
+        self.refusals = Refusals.decode(
+            self.store.get("meta", b"refusals"), cfg.refusals_logged_per_host
+        )
+        self._refusals_saved = now
         self._recover(now)
 
     @classmethod
@@ -224,17 +234,21 @@ class Frontier:
         return len(queued)
 
     def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
-        """Record a URL refused at admission (blocked host, too deep, over the host budget)."""
+        """Record a URL refused at admission (blocked host, too deep, over the host's cap);
+        the reason is the block or the config key that refused it."""
         if host.blocked:
             reason = host.blocked
         elif record.depth > self.cfg.max_depth:
-            reason = "depth"
+            reason = "max_depth"
         else:
-            reason = "host_budget"
-        if self.seen.refuse(key, reason):
-            self._count(f"frontier/refused/{reason}")
-        else:
+            reason = "max_urls_per_host"
+        if not self.seen.refuse(key, reason):
             self._count("frontier/duplicates")
+            return
+        self._count(f"frontier/refused/{reason}")
+        message = self.refusals.note(reason, host.host_key)
+        if message is not None:
+            self.refused.append((record, reason, message))
 
     def _touch(self, hh: int, host: HostState) -> None:
         """Persist a host's state: bound hosts at the next commit, others now."""
@@ -531,7 +545,12 @@ class Frontier:
         return len(self.front) + self.back.queued
 
     @_store_errors
-    def commit(self, now: float) -> None:
+    def commit(self, now: float, final: bool = False) -> None:
+        due = final or now >= self._refusals_saved + REFUSALS_SAVE_INTERVAL
+        if self.refusals.changed and due:
+            self.store.put("meta", b"refusals", self.refusals.encode())
+            self.refusals.changed = False
+            self._refusals_saved = now
         if not self._dirty and not self.store.changed:
             self.store.sync_if_due(now)
             return
@@ -562,8 +581,9 @@ class Frontier:
             "frontier/hosts/target": self.target_bound(),
             "frontier/leased": len(self.leased),
         })
+        out.update(self.refusals.stats())
         return out
 
     def close(self, now: float) -> None:
-        self.commit(now)
+        self.commit(now, final=True)
         self.store.close(now)

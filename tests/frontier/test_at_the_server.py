@@ -6,8 +6,10 @@ records when each request arrived, and the assertions are made on that log.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from hive.frontier.refusals import describe
 from hive.worker import Worker
 from tests.frontier.conftest import small_config
 
@@ -125,3 +128,41 @@ def test_a_few_broken_pages_do_not_stall_their_host(crawl: Callable[..., Worker]
     retries_backoff = len(bad) * (DELAY + 2 * DELAY)
     span = hits[-1].at - hits[0].at
     assert span < len(hits) * DELAY + retries_backoff + 2.0, [(h.path, h.at) for h in hits]
+
+
+def test_nothing_is_refused_in_silence(crawl: Callable[..., Worker], tmp_path: Path) -> None:
+    """A site larger than its cap, a link off the site, a trap and a page too deep: the server
+    sees none of them, and each refusal is counted by reason and host in the stats and logged
+    with its reason, up to the bound per reason and host (the last line says so)."""
+    pages = [f"/p/{i}" for i in range(10)]
+    site_pages = {
+        "/": (200, links([*pages, "http://elsewhere.example/x", "/a/b/a/b/a/b/"])),
+        "/p/0": (200, links(["/p/0/deeper"])),
+    }
+    site_pages |= {p: (200, links([])) for p in pages[1:]}
+    frontier = {"max_urls_per_host": 4, "max_depth": 1, "refusals_logged_per_host": 5}
+    with Site(site_pages) as site:
+        worker = crawl(site, frontier=frontier, politeness={"min_delay": 0.05})
+    assert worker.finished
+    assert sorted(h.path for h in site.hits) == ["/", "/p/0", "/p/1", "/p/2", "/robots.txt"]
+    host = f"{HOST}:{site.port}"
+    stats = worker.stats()
+    assert {k: v for k, v in stats.items() if k.startswith("refusals/")} == {
+        "refusals/max_urls_per_host": 7, f"refusals/max_urls_per_host/{host}": 7,
+        "refusals/max_depth": 1, f"refusals/max_depth/{host}": 1,
+        "refusals/scope_domain": 1, "refusals/scope_domain/elsewhere.example": 1,
+        "refusals/segment_repeat": 1, f"refusals/segment_repeat/{host}": 1,
+    }
+    lines = [json.loads(line) for line in (tmp_path / "crawl-00.jsonl").read_text().splitlines()]
+    refused = [e for e in lines if e["outcome"] == "refused"]
+    assert Counter(e["reason"] for e in refused) == {
+        "max_urls_per_host": 5, "max_depth": 1, "scope_domain": 1, "segment_repeat": 1,
+    }
+    capped = [e for e in refused if e["reason"] == "max_urls_per_host"]
+    assert all(e["via"] == site.url("/") and e["depth"] == 1 for e in capped)
+    assert "later ones are only counted" in capped[-1]["msg"]
+    deep = next(e for e in refused if e["reason"] == "max_depth")
+    assert (deep["url"], deep["via"], deep["depth"]) == (
+        site.url("/p/0/deeper"), site.url("/p/0"), 2
+    )
+    assert describe([stats]).startswith(f"10 refused: max_urls_per_host 7 ({host} 7), ")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
 from tests.frontier.conftest import Opener, rec
 
 OK = Outcome("ok", 200)
@@ -43,10 +44,59 @@ def test_admit_refuses_duplicates_depth_and_budget(
     assert f.admit([rec("http://a.test/0"), rec("HTTP://A.test:80/1#x")], 0.0) == 0
     stats = f.stats()
     assert stats["frontier/admitted"] == 3
-    assert stats["frontier/refused/host_budget"] == 2
-    assert stats["frontier/refused/depth"] == 1
+    assert stats["frontier/refused/max_urls_per_host"] == 2
+    assert stats["frontier/refused/max_depth"] == 1
     assert stats["frontier/duplicates"] == 2
     assert stats["frontier/pending"] == 3
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_refusals_are_counted_by_reason_and_host_and_logged_up_to_a_bound(
+    opener: Callable[..., Opener], reopen: bool
+) -> None:
+    """A site larger than its cap shows as such: each refusal is counted under its reason and
+    host, and the first ``refusals_logged_per_host`` of each pair are handed out to be logged,
+    the last saying so; the tally survives a reopen and keeps counting."""
+    o = opener(frontier={"max_urls_per_host": 2, "max_depth": 3, "refusals_logged_per_host": 3})
+    f = o.open()
+    big = [rec(f"http://big.test/{i}") for i in range(6)]
+    f.admit(big + [rec("http://deep.test/a", depth=4), rec("http://big.test/0")], 0.0)
+    assert [(r.url, reason, message) for r, reason, message in f.refused] == [
+        ("http://big.test/2", "max_urls_per_host", ""),
+        ("http://big.test/3", "max_urls_per_host", ""),
+        ("http://big.test/4", "max_urls_per_host",
+         "max_urls_per_host: 3 refusals on big.test logged; later ones are only counted"),
+        ("http://deep.test/a", "max_depth", ""),
+    ]
+    f.refused.clear()
+    if reopen:
+        f = o.reopen(0.0)
+    f.admit([rec(f"http://big.test/{i}") for i in range(4, 9)], 0.0)
+    assert f.refused == [], "the bound holds across a reopen"
+    stats = f.stats()
+    assert stats["frontier/refused/max_urls_per_host"] == 7
+    assert stats["refusals/max_urls_per_host"] == 7
+    assert stats["refusals/max_urls_per_host/big.test"] == 7
+    assert stats["refusals/max_depth/deep.test"] == 1
+    assert stats["frontier/duplicates"] == 3, "a URL refused twice is counted once"
+    assert describe([stats]) == (
+        "8 refused: max_urls_per_host 7 (big.test 7), max_depth 1 (deep.test 1)"
+    )
+
+
+def test_refusals_of_countless_hosts_stay_bounded(opener: Callable[..., Opener]) -> None:
+    """Refusals on more hosts than are counted by host: the totals stay exact, the stats name a
+    few hosts per reason, and the hosts beyond the bound share one logging bound."""
+    f = opener(frontier={"max_depth": 0, "refusals_logged_per_host": 2}).open()
+    hosts = MAX_PAIRS + 50
+    f.admit([rec(f"http://h{i}.test/") for i in range(hosts)], 0.0)
+    stats = f.stats()
+    assert stats["refusals/max_depth"] == hosts
+    named = [k for k in stats if k.startswith("refusals/max_depth/")]
+    assert len(named) == STATS_HOSTS
+    assert len(f.refused) == MAX_PAIRS + 2
+    assert "beyond the" in f.refused[-1][2]
+    assert len(f.refusals.encode()) < 64 * MAX_PAIRS
 
 
 @pytest.mark.parametrize("reopen", [False, True])
