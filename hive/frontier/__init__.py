@@ -55,6 +55,9 @@ EVICTION_SAMPLE = 16
 # The refusals tally is saved with a commit at most this often (and at close): it is a
 # report, and a crash costs it at most this much of its counts.
 REFUSALS_SAVE_INTERVAL = 1.0
+# A host's consecutive failures are counted up to here: its back-off reached its cap long
+# before, and the stored count (a u32) stays bounded.
+MAX_FAILURES = 64
 BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
     "frontier/parked", "frontier/recovered_leases",
@@ -478,7 +481,7 @@ class Frontier:
             # The host backs off for its own failures only (see hive/politeness.py): a page's
             # failure neither grows nor resets the count, a robots.txt retry has its own clock.
             if kind in self.politeness.host_failures:
-                host.failures += 1
+                host.failures = min(host.failures + 1, MAX_FAILURES)
             elif (page and kind not in self.retryable) or kind == "robots_ok":
                 host.failures = 0
             host.delay = self.politeness.delay(

@@ -14,7 +14,9 @@ summarize with :func:`describe`.
 Bounded: at most ``MAX_PAIRS`` (reason, host) pairs are counted by host (a
 crawl of the open web meets millions of out-of-scope hosts); the refusals of
 pairs beyond are counted by reason only, and logged up to the same bound per
-reason. The frontier persists the tally in its store's meta (``refusals``).
+reason. The frontier persists the tally in its store's meta (``refusals``); a
+damaged one is a lost report, not a lost crawl: the tally starts again, and
+``frontier/refusals_damaged`` says so.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Refusals:
         self.by_host: dict[tuple[str, str], int] = {}
         self.others: dict[str, int] = {}
         self.changed = False
+        self.damaged = False
 
     def note(self, reason: str, host: str) -> str | None:
         """Count one refusal: None if it is not to be logged, else its crawl-log message
@@ -62,6 +65,8 @@ class Refusals:
     def stats(self) -> dict[str, int]:
         """``refusals/<reason>``: total; ``refusals/<reason>/<host>``: the top hosts' counts."""
         out = {f"{PREFIX}{reason}": n for reason, n in self.totals.items()}
+        if self.damaged:
+            out["frontier/refusals_damaged"] = 1
         by_reason: dict[str, list[tuple[int, str]]] = {}
         for (reason, host), n in self.by_host.items():
             by_reason.setdefault(reason, []).append((n, host))
@@ -76,13 +81,19 @@ class Refusals:
 
     @classmethod
     def decode(cls, data: bytes | None, log_per_host: int) -> Refusals:
-        """The tally saved by :meth:`encode` (an empty one for None)."""
+        """The tally saved by :meth:`encode` (an empty one for None or a damaged one)."""
         refusals = cls(log_per_host)
-        if data:
+        if not data:
+            return refusals
+        try:
             state = json.loads(data)
-            refusals.totals = dict(state["totals"])
-            refusals.by_host = {(reason, host): n for reason, host, n in state["pairs"]}
-            refusals.others = dict(state["others"])
+            totals = {str(k): int(v) for k, v in state["totals"].items()}
+            pairs = {(str(r), str(h)): int(n) for r, h, n in state["pairs"][:MAX_PAIRS]}
+            others = {str(k): int(v) for k, v in state["others"].items()}
+        except (ValueError, TypeError, KeyError, AttributeError):
+            refusals.damaged = True
+            return refusals
+        refusals.totals, refusals.by_host, refusals.others = totals, pairs, others
         return refusals
 
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.frontier import MAX_FAILURES, PAGE, ROBOTS, Frontier, Lease, Outcome
 from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
+from hive.urls import host_hash
 from tests.frontier.conftest import Opener, rec
 
 OK = Outcome("ok", 200)
@@ -82,6 +83,22 @@ def test_refusals_are_counted_by_reason_and_host_and_logged_up_to_a_bound(
     assert describe([stats]) == (
         "8 refused: max_urls_per_host 7 (big.test 7), max_depth 1 (deep.test 1)"
     )
+
+
+def test_a_damaged_refusals_tally_is_a_lost_report_not_a_lost_crawl(
+    opener: Callable[..., Opener],
+) -> None:
+    o = opener(frontier={"max_depth": 0})
+    f = o.open()
+    f.admit([rec("http://a.test/x")], 0.0)
+    f.commit(0.0, final=True)
+    f.store.put("meta", b"refusals", b'{"totals": {"max_depth": "many"}')
+    f.commit(0.0)
+    f = o.reopen(0.0)
+    f.admit([rec("http://a.test/y")], 0.0)
+    stats = f.stats()
+    assert stats["frontier/refusals_damaged"] == 1
+    assert stats["refusals/max_depth"] == 1 and stats["frontier/refused/max_depth"] == 2
 
 
 def test_refusals_of_countless_hosts_stay_bounded(opener: Callable[..., Opener]) -> None:
@@ -187,6 +204,16 @@ def test_the_host_backs_off_for_its_own_failures_until_a_success(
         Outcome("timeout"), OK, Outcome("http_503", 503),
     ]
     assert waits_after(f, 0.0, outcomes) == [2.0, 4.0, 4.0, 8.0, 16.0, 20.0, 20.0, 1.0, 2.0]
+
+
+def test_a_host_failing_for_ever_waits_at_the_cap(opener: Callable[..., Opener]) -> None:
+    """However long a host fails, its count stays bounded (it is stored as a u32) and its
+    wait at backoff_max."""
+    f = opener(robots={"enabled": False}, frontier={"max_retries": 0}).open()
+    f.admit([rec(f"http://a.test/{i}") for i in range(MAX_FAILURES + 10)], 0.0)
+    waits = waits_after(f, 0.0, [Outcome("timeout")] * (MAX_FAILURES + 5))
+    assert waits[-1] == 20.0
+    assert f.back.bound[host_hash("a.test")].failures == MAX_FAILURES
 
 
 def test_not_contacted_outcome_keeps_the_clock(opener: Callable[..., Opener]) -> None:
