@@ -26,9 +26,10 @@ import json
 from collections.abc import Iterable, Mapping
 
 MAX_PAIRS = 1024
-# Hosts named per reason in the stats, and in a summary line.
+# Hosts named per reason in the stats, and in a summary line (which names a few reasons).
 STATS_HOSTS = 5
 SUMMARY_HOSTS = 3
+SUMMARY_REASONS = 4
 PREFIX = "refusals/"
 
 
@@ -121,9 +122,12 @@ def describe(stats: Iterable[Mapping[str, object]]) -> str:
     if not total:
         return ""
     parts = []
-    for reason, (n, hosts) in sorted(merged.items(), key=lambda item: (-item[1][0], item[0])):
+    ranked = sorted(merged.items(), key=lambda item: (-item[1][0], item[0]))
+    for reason, (n, hosts) in ranked[:SUMMARY_REASONS]:
         top = heapq.nlargest(SUMMARY_HOSTS, hosts.items(), key=lambda item: (item[1], item[0]))
         named = ", ".join(f"{host} {count:,}" for host, count in top)
         more = ", …" if sum(count for _, count in top) < n else ""
         parts.append(f"{reason} {n:,} ({named}{more})" if named else f"{reason} {n:,}")
+    if len(ranked) > SUMMARY_REASONS:
+        parts.append(f"{len(ranked) - SUMMARY_REASONS} more reasons in the stats")
     return f"{total:,} refused: " + ", ".join(parts)
