@@ -356,6 +356,7 @@ def _rate(hits: int, misses: int) -> str:
 
 
 def format_status(status: dict[str, Any]) -> str:
+    from hive.frontier.refusals import describe
     from hive.supervisor import NOT_ERRORS
 
     header = (f"{'role':<10}{'pid':>8}{'cpu%':>7}{'rss MB':>8}{'files':>6}{'pending':>9}"
@@ -394,6 +395,9 @@ def format_status(status: dict[str, Any]) -> str:
     )
     lines.append(f"{t['pages_per_s']:.1f} pages/s over the last minute"
                  + ("; stopping" if status.get("stopping") else ""))
+    refused = describe(row.get("stats", {}) for row in status["processes"])
+    if refused:
+        lines.append(refused)
     return "\n".join(lines)
 
 

@@ -52,6 +52,7 @@ class FrontierConfig:
     aging: float
     max_depth: int
     max_urls_per_host: int
+    refusals_logged_per_host: int
     max_retries: int
     retry_outcomes: list[str]
     txn_max_ops: int
@@ -69,6 +70,7 @@ class PolitenessConfig:
     backoff_base: float
     backoff_max: float
     retry_after_cap: float
+    host_failure_outcomes: list[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 
 What Heritrix's crawl.log gives its users, as JSON lines that ``grep`` and
 ``jq`` read: time, outcome kind, HTTP status, bytes, download seconds, URL,
-the URL it was found on, depth, and a message for failures and refusals. One
+the URL it was found on, depth, and a message for failures and refusals. A
+refused URL's line has the outcome ``refused`` and its ``reason`` (the config
+key or scope rule that refused it; hive/frontier/refusals.py bounds how many). One
 file per worker under ``DATA/logs/``, rotated past a size: the live file is
 ``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
 worker's frontier thread; lines are flushed at each commit.
@@ -38,6 +40,7 @@ class CrawlLog:
         download: float = 0.0,
         via: str = "",
         depth: int = 0,
+        reason: str = "",
         message: str = "",
     ) -> None:
         # json.dumps of the same dict, spelled out: a line per page is worth the care.
@@ -46,6 +49,7 @@ class CrawlLog:
             f'"status": {"null" if status is None else int(status)}, "bytes": {int(size)}, '
             f'"dl": {round(download, 4)!r}, "url": {_string(url)}, "via": {_string(via)}, '
             f'"depth": {int(depth)}'
+            + (f', "reason": {_string(reason)}' if reason else "")
             + (f', "msg": {_string(message)}}}\n' if message else "}\n")
         )
         self._file.write(line)

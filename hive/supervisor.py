@@ -62,6 +62,7 @@ from hive.control import ControlServer
 from hive.curve import ensure_keys, key_dir
 from hive.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir, run_dir_for
 from hive.errors import HiveError, StoreError, URLError
+from hive.frontier.refusals import describe, merge
 from hive.frontier.store import DB_NAMES, Store, check_file
 from hive.lifecycle import (
     START_FAILED,
@@ -423,6 +424,7 @@ class Supervisor:
                         errors += value
         out["fetched"] = done
         out["errors"] = errors
+        out["refused"] = sum(n for n, _ in merge(r.stats for r in self.reports.values()).values())
         out["pages_per_s"] = self._rate()
         return out
 
@@ -455,12 +457,20 @@ class Supervisor:
             self._stop_children(now)
         else:
             if self.max_pages and ok - self.pages_before >= self.max_pages:
-                self.request_stop(f"--max-pages {self.max_pages} reached",
+                self.request_stop(f"--max-pages {self.max_pages} reached" + self._refused(),
                                   code=ExitCode.MAX_PAGES)
             elif self._batch_ended():
-                self.request_stop("the batch ended: nothing pending or in flight anywhere",
-                                  code=ExitCode.ENDED)
+                self.request_stop(
+                    "the batch ended: nothing pending or in flight anywhere" + self._refused(),
+                    code=ExitCode.ENDED,
+                )
         return 0.2
+
+    def _refused(self) -> str:
+        """What the crawl refused, by reason and host, for the line that ends it (a site
+        larger than its cap must show as such)."""
+        text = describe(r.stats for r in self.reports.values())
+        return f"; {text}" if text else ""
 
     def _drain(self, now: float) -> None:
         while True:

@@ -77,6 +77,9 @@ class Fetched:
     message: str = ""
     links: list[UrlRecord] = field(default_factory=list)
     refused_links: Counter[str] = field(default_factory=Counter)
+    # The links refused by scope or a trap guard, to be counted by host and logged: (reason,
+    # url, depth).
+    refused: list[tuple[str, str, int]] = field(default_factory=list)
     recent_links: int = 0
     links_truncated: bool = False
     rules: RobotsRules | None = None
@@ -240,6 +243,10 @@ class Worker:
             self.crawl_log.write(now, outcome, record.url, via=record.via, depth=record.depth,
                                  message=f"its host ended as {outcome}")
         self.frontier.ended.clear()
+        for record, reason, message in self.frontier.refused:
+            self.crawl_log.write(now, "refused", record.url, via=record.via, depth=record.depth,
+                                 reason=reason, message=message)
+        self.frontier.refused.clear()
         self.crawl_log.flush()
         wait = IDLE_WAIT
         if self.in_flight < self.max_leases and wake_at is not None:
@@ -269,6 +276,8 @@ class Worker:
             self._record(fetched, now)
             for reason, n in fetched.refused_links.items():
                 self.counts[f"links/refused/{reason}"] += n
+            if fetched.refused:
+                self._refused_links(fetched, now)
             self.counts["links/found"] += len(fetched.links)
             self.counts["links/recent_dropped"] += fetched.recent_links
             self.counts["links/truncated_pages"] += fetched.links_truncated
@@ -295,6 +304,15 @@ class Worker:
             for record in fetched.links:  # or the page's next fetch would drop them as recent
                 self.recent.forget(record.url)
             fetched.links = []
+
+    def _refused_links(self, fetched: Fetched, now: float) -> None:
+        """Count the links scope refused by reason and host; log them up to the bound."""
+        note, source = self.frontier.refusals.note, fetched.lease.record.url
+        for reason, url, depth in fetched.refused:
+            message = note(reason, host_key(url))
+            if message is not None:
+                self.crawl_log.write(now, "refused", url, via=source, depth=depth,
+                                     reason=reason, message=message)
 
     def _record(self, fetched: Fetched, now: float) -> None:
         lease, outcome = fetched.lease, fetched.outcome
@@ -474,6 +492,7 @@ class Worker:
             reason = self.scope.check(url, source)
             if reason is not None:
                 fetched.refused_links[reason] += 1
+                fetched.refused.append((reason, url, depth))
                 continue
             recent.add(url)
             fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,36 @@ def test_add_and_deny_on_a_running_hive(tmp_path: Path, web: WebProcess) -> None
     finish(process, code=ExitCode.STOPPED)
     late = [r for r in web.requests if r.hostname == denied and r.start > denied_at]
     assert not late, late
+
+
+def test_a_site_larger_than_its_cap_shows_as_such(tmp_path: Path) -> None:
+    """Refusals are counted by reason and host in every worker's stats (``status --json``),
+    summed in ``hive status`` and named in the line that ends the batch, with the counts the
+    crawl logs' ``refused`` lines give."""
+    cap = 15
+    with WebProcess(Web(seed=7, hosts=3, pages=40, hostile=False), tmp_path / "requests.jsonl",
+                    host=WEB_ADDRESS) as web:
+        hive = Hive(tmp_path, web, frontier={"max_urls_per_host": cap},
+                    politeness={"min_delay": 0.5, "max_delay": 0.5})
+        process = hive.start(2)
+
+        def refusals_shown() -> dict[str, int]:
+            status = hive.status() or {"processes": []}
+            return {k: v for row in status["processes"] for k, v in row.get("stats", {}).items()
+                    if k.startswith("refusals/max_urls_per_host")}
+
+        assert wait_for(refusals_shown, timeout=30)
+        table = hive.run("status")
+        assert table.returncode == 0, table.stderr
+        assert "refused: " in table.stdout and "max_urls_per_host" in table.stdout, table.stdout
+        ended = next(line for line in finish(process).splitlines()
+                     if line.startswith("hive stopped:"))
+        fetched = Counter(r.hostname for r in web.requests if r.path != "/robots.txt")
+    logged = [entry for path in (hive.data / "logs").glob("crawl-*.jsonl")
+              for entry in map(json.loads, path.read_text().splitlines())
+              if entry["outcome"] == "refused" and entry["reason"] == "max_urls_per_host"]
+    by_host = Counter(entry["url"].split("/")[2] for entry in logged)
+    assert len(fetched) == 3 and max(fetched.values()) <= cap and len(by_host) == 3
+    assert "the batch ended" in ended and f"max_urls_per_host {len(logged):,} (" in ended, ended
+    for host, n in by_host.items():
+        assert f"{host} {n:,}" in ended, (host, n, ended)

@@ -14,9 +14,11 @@ fetch was in flight look uncontacted. On open, such hosts wait their full delay
 from the restart and their URLs are pending again.
 
 Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
-the URL at the head of its host's queue with ``attempts + 1`` (the host backs
-off) until ``max_retries``; every other outcome is final. ``handoff_failed`` (a
-page whose links could not be handed on) is always retryable. Robots leases
+the URL at the head of its host's queue with ``attempts + 1`` until
+``max_retries``, the host waiting the URL's retry back-off; every other outcome
+is final. ``handoff_failed`` (a page whose links could not be handed on) is
+always retryable. The host's own back-off grows only with its consecutive host
+failures (hive/politeness.py says which and why). Robots leases
 (kind ``robots``) take the outcomes ``robots_ok`` and ``robots_retry``; any
 other (``robots_unreachable``, ``refused_address``) blocks the host, whose URLs
 then end with that outcome.
@@ -41,6 +43,7 @@ from hive.frontier.front import FrontQueues
 from hive.frontier.heap import ReadyHeap
 from hive.frontier.hosts import HostState
 from hive.frontier.priority import Prioritizer, load_prioritizer
+from hive.frontier.refusals import Refusals
 from hive.frontier.seen import SeenSet
 from hive.frontier.store import U64, URL_KEY, Store, url_key
 from hive.politeness import Politeness
@@ -52,6 +55,12 @@ ROBOTS = "robots"
 # A page whose links could not be handed on: always retried, never done with its links lost.
 HANDOFF_FAILED = "handoff_failed"
 EVICTION_SAMPLE = 16
+# The refusals tally is saved with a commit at most this often (and at close): it is a
+# report, and a crash costs it at most this much of its counts.
+REFUSALS_SAVE_INTERVAL = 1.0
+# A host's consecutive failures are counted up to here: its back-off reached its cap long
+# before, and the stored count (a u32) stays bounded.
+MAX_FAILURES = 64
 BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
     "frontier/parked", "frontier/recovered_leases",
@@ -140,6 +149,8 @@ class Frontier:
         self._done_counter: dict[str, str] = {}
         self.newly_bound: list[str] = []
         self.ended: list[tuple[UrlRecord, str]] = []
+        # URLs refused at admission that the caller is to log: (record, reason, message).
+        self.refused: list[tuple[UrlRecord, str, str]] = []
         self.leased: dict[int, Lease] = {}
         self._dirty: set[int] = set()
         self._download_ema = 0.05
@@ -150,6 +161,10 @@ class Frontier:
         self.counts: dict[str, int] = dict.fromkeys(BASE_COUNTERS, 0)
         self.counts.update(state.get("counts", {}))
         self.back.queued = state.get("back_queued", 0)
+        self.refusals = Refusals.decode(
+            self.store.get("meta", b"refusals"), cfg.refusals_logged_per_host
+        )
+        self._refusals_saved = now
         self._recover(now)
 
     @classmethod
@@ -230,17 +245,21 @@ class Frontier:
         return len(queued)
 
     def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
-        """Record a URL refused at admission (blocked host, too deep, over the host budget)."""
+        """Record a URL refused at admission (blocked host, too deep, over the host's cap);
+        the reason is the block or the config key that refused it."""
         if host.blocked:
             reason = host.blocked
         elif record.depth > self.cfg.max_depth:
-            reason = "depth"
+            reason = "max_depth"
         else:
-            reason = "host_budget"
-        if self.seen.refuse(key, reason):
-            self._count(f"frontier/refused/{reason}")
-        else:
+            reason = "max_urls_per_host"
+        if not self.seen.refuse(key, reason):
             self._count("frontier/duplicates")
+            return
+        self._count(f"frontier/refused/{reason}")
+        message = self.refusals.note(reason, host.host_key)
+        if message is not None:
+            self.refused.append((record, reason, message))
 
     def _touch(self, hh: int, host: HostState) -> None:
         """Persist a host's state: bound hosts at the next commit, others now."""
@@ -461,19 +480,26 @@ class Frontier:
         store.ops += 1
         host = back.bound[hh]
         kind = outcome.kind
-        retry = kind in self.retryable
+        page = lease.kind == PAGE
+        retry = page and kind in self.retryable and lease.record.attempts < self.cfg.max_retries
         if outcome.contacted:
             download = max(finished - started, 0.0)
             self._download_ema += 0.05 * (download - self._download_ema)
             host.download_time = download
-            host.failures = host.failures + 1 if retry else 0
+            # The host backs off for its own failures only (see hive/politeness.py): a page's
+            # failure neither grows nor resets the count, a robots.txt retry has its own clock.
+            if kind in self.politeness.host_failures:
+                host.failures = min(host.failures + 1, MAX_FAILURES)
+            elif (page and kind not in self.retryable) or kind == "robots_ok":
+                host.failures = 0
             host.delay = self.politeness.delay(
-                download, host.crawl_delay, outcome.retry_after, host.failures
+                download, host.crawl_delay, outcome.retry_after, host.failures,
+                lease.record.attempts + 1 if retry else 0,
             )
             host.next_allowed = max(host.next_allowed, finished + host.delay)
         if lease.kind == ROBOTS:
             self._robots_done(host, outcome, finished)
-        elif retry and lease.record.attempts < self.cfg.max_retries:
+        elif retry:
             lease.record.attempts += 1
             back.replace(lease.key, host, lease.record.encode())
             self._count("frontier/retried")
@@ -530,7 +556,12 @@ class Frontier:
         return len(self.front) + self.back.queued
 
     @_store_errors
-    def commit(self, now: float) -> None:
+    def commit(self, now: float, final: bool = False) -> None:
+        due = final or now >= self._refusals_saved + REFUSALS_SAVE_INTERVAL
+        if self.refusals.changed and due:
+            self.store.put("meta", b"refusals", self.refusals.encode())
+            self.refusals.changed = False
+            self._refusals_saved = now
         if not self._dirty and not self.store.changed:
             self.store.sync_if_due(now)
             return
@@ -561,8 +592,9 @@ class Frontier:
             "frontier/hosts/target": self.target_bound(),
             "frontier/leased": len(self.leased),
         })
+        out.update(self.refusals.stats())
         return out
 
     def close(self, now: float) -> None:
-        self.commit(now)
+        self.commit(now, final=True)
         self.store.close(now)

@@ -7,7 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.frontier import MAX_FAILURES, PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
+from hive.urls import host_hash
 from tests.frontier.conftest import Opener, rec
 
 OK = Outcome("ok", 200)
@@ -43,10 +45,75 @@ def test_admit_refuses_duplicates_depth_and_budget(
     assert f.admit([rec("http://a.test/0"), rec("HTTP://A.test:80/1#x")], 0.0) == 0
     stats = f.stats()
     assert stats["frontier/admitted"] == 3
-    assert stats["frontier/refused/host_budget"] == 2
-    assert stats["frontier/refused/depth"] == 1
+    assert stats["frontier/refused/max_urls_per_host"] == 2
+    assert stats["frontier/refused/max_depth"] == 1
     assert stats["frontier/duplicates"] == 2
     assert stats["frontier/pending"] == 3
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_refusals_are_counted_by_reason_and_host_and_logged_up_to_a_bound(
+    opener: Callable[..., Opener], reopen: bool
+) -> None:
+    """A site larger than its cap shows as such: each refusal is counted under its reason and
+    host, and the first ``refusals_logged_per_host`` of each pair are handed out to be logged,
+    the last saying so; the tally survives a reopen and keeps counting."""
+    o = opener(frontier={"max_urls_per_host": 2, "max_depth": 3, "refusals_logged_per_host": 3})
+    f = o.open()
+    big = [rec(f"http://big.test/{i}") for i in range(6)]
+    f.admit(big + [rec("http://deep.test/a", depth=4), rec("http://big.test/0")], 0.0)
+    assert [(r.url, reason, message) for r, reason, message in f.refused] == [
+        ("http://big.test/2", "max_urls_per_host", ""),
+        ("http://big.test/3", "max_urls_per_host", ""),
+        ("http://big.test/4", "max_urls_per_host",
+         "max_urls_per_host: 3 refusals on big.test logged; later ones are only counted"),
+        ("http://deep.test/a", "max_depth", ""),
+    ]
+    f.refused.clear()
+    if reopen:
+        f = o.reopen(0.0)
+    f.admit([rec(f"http://big.test/{i}") for i in range(4, 9)], 0.0)
+    assert f.refused == [], "the bound holds across a reopen"
+    stats = f.stats()
+    assert stats["frontier/refused/max_urls_per_host"] == 7
+    assert stats["refusals/max_urls_per_host"] == 7
+    assert stats["refusals/max_urls_per_host/big.test"] == 7
+    assert stats["refusals/max_depth/deep.test"] == 1
+    assert stats["frontier/duplicates"] == 3, "a URL refused twice is counted once"
+    assert describe([stats]) == (
+        "8 refused: max_urls_per_host 7 (big.test 7), max_depth 1 (deep.test 1)"
+    )
+
+
+def test_a_damaged_refusals_tally_is_a_lost_report_not_a_lost_crawl(
+    opener: Callable[..., Opener],
+) -> None:
+    o = opener(frontier={"max_depth": 0})
+    f = o.open()
+    f.admit([rec("http://a.test/x")], 0.0)
+    f.commit(0.0, final=True)
+    f.store.put("meta", b"refusals", b'{"totals": {"max_depth": "many"}')
+    f.commit(0.0)
+    f = o.reopen(0.0)
+    f.admit([rec("http://a.test/y")], 0.0)
+    stats = f.stats()
+    assert stats["frontier/refusals_damaged"] == 1
+    assert stats["refusals/max_depth"] == 1 and stats["frontier/refused/max_depth"] == 2
+
+
+def test_refusals_of_countless_hosts_stay_bounded(opener: Callable[..., Opener]) -> None:
+    """Refusals on more hosts than are counted by host: the totals stay exact, the stats name a
+    few hosts per reason, and the hosts beyond the bound share one logging bound."""
+    f = opener(frontier={"max_depth": 0, "refusals_logged_per_host": 2}).open()
+    hosts = MAX_PAIRS + 50
+    f.admit([rec(f"http://h{i}.test/") for i in range(hosts)], 0.0)
+    stats = f.stats()
+    assert stats["refusals/max_depth"] == hosts
+    named = [k for k in stats if k.startswith("refusals/max_depth/")]
+    assert len(named) == STATS_HOSTS
+    assert len(f.refused) == MAX_PAIRS + 2
+    assert "beyond the" in f.refused[-1][2]
+    assert len(f.refusals.encode()) < 64 * MAX_PAIRS
 
 
 @pytest.mark.parametrize("reopen", [False, True])
@@ -100,6 +167,53 @@ def test_retries_then_final(opener: Callable[..., Opener]) -> None:
     assert stats["frontier/done/timeout"] == 1
     assert stats["frontier/pending"] == 0
     assert f.pop_ready(now).wake_at is None
+
+
+def waits_after(f: Frontier, now: float, outcomes: list[Outcome]) -> list[float]:
+    """Answer the host's next lease with each outcome in turn; the waits the host was given."""
+    waits = []
+    for outcome in outcomes:
+        f.done(lease_now(f, now), outcome, now, now)
+        ready = f.pop_ready(now)
+        assert ready.lease is None and ready.wake_at is not None
+        waits.append(ready.wake_at - now)
+        now = ready.wake_at
+    return waits
+
+
+def test_a_broken_page_backs_off_itself_not_its_host(opener: Callable[..., Opener]) -> None:
+    """Three pages answering 500 in a row: each one's retries wait 2 s then 4 s (backoff_base
+    2), and after its last try the host waits its ordinary 1 s: never 8, 16, 20 … 20."""
+    f = opener(robots={"enabled": False}, frontier={"max_retries": 2}).open()
+    f.admit([rec(f"http://a.test/bad/{i}") for i in range(3)] + [rec("http://a.test/ok")], 0.0)
+    assert waits_after(f, 0.0, [Outcome("http_500", 500)] * 9) == [2.0, 4.0, 1.0] * 3
+    assert lease_now(f, 21.0).record.url == "http://a.test/ok"
+    assert f.stats()["frontier/done/http_500"] == 3
+
+
+def test_the_host_backs_off_for_its_own_failures_until_a_success(
+    opener: Callable[..., Opener],
+) -> None:
+    """429, 503, refused connections and timeouts in a row, on different URLs, double the
+    host's wait up to backoff_max (20 s); a 500 neither grows nor resets it; a success does."""
+    f = opener(robots={"enabled": False}, frontier={"max_retries": 0}).open()
+    f.admit([rec(f"http://a.test/{i}") for i in range(10)], 0.0)
+    outcomes = [
+        Outcome("http_503", 503), Outcome("timeout"), Outcome("http_500", 500),
+        Outcome("connect"), Outcome("http_429", 429), Outcome("http_503", 503),
+        Outcome("timeout"), OK, Outcome("http_503", 503),
+    ]
+    assert waits_after(f, 0.0, outcomes) == [2.0, 4.0, 4.0, 8.0, 16.0, 20.0, 20.0, 1.0, 2.0]
+
+
+def test_a_host_failing_for_ever_waits_at_the_cap(opener: Callable[..., Opener]) -> None:
+    """However long a host fails, its count stays bounded (it is stored as a u32) and its
+    wait at backoff_max."""
+    f = opener(robots={"enabled": False}, frontier={"max_retries": 0}).open()
+    f.admit([rec(f"http://a.test/{i}") for i in range(MAX_FAILURES + 10)], 0.0)
+    waits = waits_after(f, 0.0, [Outcome("timeout")] * (MAX_FAILURES + 5))
+    assert waits[-1] == 20.0
+    assert f.back.bound[host_hash("a.test")].failures == MAX_FAILURES
 
 
 def test_not_contacted_outcome_keeps_the_clock(opener: Callable[..., Opener]) -> None:

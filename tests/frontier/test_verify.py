@@ -428,12 +428,12 @@ def test_meta_counters_and_state(store: Path) -> None:
         state = json.loads(t.get("meta", b"state") or b"")
         state["back_queued"] += 1
         state["counts"]["frontier/admitted"] += 2
-        state["counts"]["frontier/refused/depth"] = 0
+        state["counts"]["frontier/refused/max_depth"] = 0
         t.put("meta", b"state", json.dumps(state).encode())
     report = verify_store(store)
     assert_reported(report, "meta back_queued is")
     assert_reported(report, "meta frontier/admitted is")
-    assert_reported(report, "meta frontier/refused/depth is 0 but 1 URLs")
+    assert_reported(report, "meta frontier/refused/max_depth is 0 but 1 URLs")
     with tamper(store) as t:
         t.put("meta", b"state", b"{not json")
     assert_reported(verify_store(store), "meta state is not JSON")
