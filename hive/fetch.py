@@ -18,14 +18,17 @@ Policy:
   while it sat idle); any other failure is the outcome.
 * **Time.** ``connect_timeout`` bounds the TCP connect and the TLS handshake,
   ``read_timeout`` any one wait for bytes, and ``total_timeout`` the whole
-  exchange by the wall clock, status line and headers included, so a server
-  that drips bytes cannot hold a fetch thread longer.
+  exchange by the wall clock, status line, headers and content decoding
+  included, so a server that drips bytes, or sends a body slow to decode,
+  cannot hold a fetch thread longer.
 * **Size.** The body is read in 64 KiB pieces and cut at ``max_body_bytes``
   (``too_large``, truncated; what arrived is kept). It is decoded afterwards
   (gzip, deflate as zlib or raw, br only where a ``brotli`` >= 1.2 module is
   importable, which bounds its output) and cut at ``max_decoded_bytes``
-  (``decoded_too_large``: a decompression bomb). A content coding it cannot
-  decode is left as it came and named in ``message``.
+  (``decoded_too_large``: a decompression bomb). Decoding is linear in the
+  body, however many gzip members it holds, and at most MAX_CODINGS layers
+  are undone. A content coding it cannot decode is left as it came and named
+  in ``message``. Header values are read by hive.headers, where nothing raises.
 * **Connections.** Idle keep-alive connections wait in one pool shared by the
   fetch threads, keyed by (scheme, address, port) and, for https, the host name
   too, because a TLS connection is authenticated for one name. The pool keeps
@@ -48,7 +51,6 @@ still parses the status line, the headers and the chunked framing.
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import importlib
 import io
@@ -64,16 +66,17 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
+from hive.headers import content_codings, content_length, parse_retry_after, resolve_location
 
 # Outcome kinds, besides http_<status> for any other status (http_404, http_429, http_503):
 #   ok                 a 2xx response, read whole and decoded
 #   redirect           a 3xx with a Location (FetchResult.location, resolved)
 #   dns                the name did not resolve: the worker's kind, never produced here
 #   connect            refused, unreachable, reset, or closed before a response arrived
-#   timeout            connect_timeout, read_timeout or total_timeout passed
+#   timeout            connect_timeout, read_timeout or total_timeout passed (decoding included)
 #   tls                handshake failed or the certificate is not valid for the host
 #   too_large          the body passed max_body_bytes and was cut there
 #   decoded_too_large  the decoded body passed max_decoded_bytes (a decompression bomb)
@@ -85,6 +88,8 @@ OUTCOME_KINDS = (
 )
 
 CHUNK = 65536
+FIRST_PIECE = 256  # the first piece of a gzip member fed to the inflater (see _inflate)
+MAX_CODINGS = 4  # content codings decoded in one response; real servers apply one
 _MAX_INTERIM = 5  # 1xx responses (102, 103) skipped before the final one
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f]")
@@ -127,23 +132,6 @@ class FetchResult:
     request_bytes: bytes  # request line and headers exactly as sent
     status_line: str  # e.g. "HTTP/1.1 200 OK"; "" if none arrived
     truncated: bool  # raw_body is not the whole body (size cap or failure)
-
-
-def parse_retry_after(value: str, now: float) -> float | None:
-    """Seconds to wait from ``now`` by a Retry-After value (delay-seconds or HTTP-date).
-
-    A date in the past gives 0; a value that is neither gives None.
-    """
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        parsed = email.utils.parsedate_tz(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed is None:
-        return None
-    return max(0.0, float(email.utils.mktime_tz(parsed)) - now)
 
 
 class _TotalTimeout(TimeoutError):
@@ -268,16 +256,7 @@ class _Response(http.client.HTTPResponse):
         self.chunked = bool(encoding and encoding.lower() == "chunked")
         self.chunk_left = None
         self.will_close = self._check_close()
-        self.length = None
-        length = self.headers.get("content-length")
-        if length and not self.chunked:
-            try:
-                self.length = int(length)
-            except ValueError:
-                self.length = None
-            else:
-                if self.length < 0:
-                    self.length = None
+        self.length = None if self.chunked else content_length(self.headers.get("content-length"))
         if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) \
                 or 100 <= status < 200 or self._method == "HEAD":
             self.length = 0
@@ -456,7 +435,9 @@ class Fetcher:
             failure = self._classify(exc, progress.phase)
             progress.truncated = progress.truncated or progress.phase == "body"
         times = (started, time.time(), time.monotonic() - t0)
-        result = self._result(url, address, request, progress, failure, times)
+        result = self._result(
+            url, address, request, progress, failure, times, t0 + self.total_timeout
+        )
         with self._stats_lock:
             stats = self._stats
             stats["fetch/requests"] += 1
@@ -634,7 +615,7 @@ class Fetcher:
 
     def _result(
         self, url: str, address: str, request: bytes, progress: _Progress,
-        failure: tuple[str, str] | None, times: tuple[float, float, float],
+        failure: tuple[str, str] | None, times: tuple[float, float, float], deadline: float,
     ) -> FetchResult:
         started, finished, download_time = times
         raw = b"".join(progress.chunks)
@@ -647,21 +628,21 @@ class Fetcher:
             if lower == "content-type" and not content_type:
                 content_type = value.strip()
             elif lower == "location" and location is None:
-                location = value.strip()
+                location = value
             elif lower == "retry-after" and retry_after is None:
                 retry_after = parse_retry_after(value, finished)
             elif lower == "content-encoding":
-                codings.extend(c.strip().lower() for c in value.split(","))
+                codings.extend(content_codings(value))
         status = progress.status
         if location is not None:
-            redirecting = status is not None and 300 <= status < 400 and location
-            location = urljoin(url, location) if redirecting else None
+            redirecting = status is not None and 300 <= status < 400
+            location = resolve_location(url, location) if redirecting else None
         body = b""
         if failure is not None:
             kind, message = failure
         else:
             assert status is not None
-            body, problem, message = decode_body(raw, codings, self.max_decoded_bytes)
+            body, problem, message = decode_body(raw, codings, self.max_decoded_bytes, deadline)
             if progress.truncated:
                 kind, message = "too_large", f"body cut at {len(raw)} bytes"
             elif problem is not None:
@@ -689,29 +670,37 @@ _PHASES = {
 }
 
 
-def decode_body(raw: bytes, codings: list[str], limit: int) -> tuple[bytes, str | None, str]:
-    """Undo the content codings (listed in the order applied), producing at most limit bytes.
+def decode_body(
+    raw: bytes, codings: list[str], limit: int, deadline: float = math.inf
+) -> tuple[bytes, str | None, str]:
+    """Undo the content codings (listed in the order applied), producing at most limit bytes
+    by the monotonic ``deadline``.
 
     Returns (body, problem, note): problem is None, ``decoded_too_large`` (body is
-    then the first limit bytes) or ``protocol`` (a corrupt stream; body empty);
-    note says why, or names a coding left undecoded (body is then raw).
+    then the first limit bytes), ``timeout`` (the deadline passed; body empty) or
+    ``protocol`` (a corrupt stream or more than MAX_CODINGS codings; body empty);
+    note says why, or names a coding left undecoded (body is then raw). The work
+    is linear in the input: each coding reads its input once, in pieces.
     """
+    applied = [coding for coding in codings if coding not in ("", "identity")]
+    if len(applied) > MAX_CODINGS:
+        return b"", "protocol", f"{len(applied)} content codings (at most {MAX_CODINGS} decoded)"
     body = raw
-    for coding in reversed(codings):
-        if coding in ("", "identity"):
-            continue
+    for coding in reversed(applied):
         try:
             if coding in ("gzip", "x-gzip"):
-                body, over = _inflate(body, 31, limit)
+                body, over = _inflate(body, 31, limit, deadline)
             elif coding == "deflate":
                 # RFC 9110 means zlib; some servers send raw deflate, which browsers accept too.
-                body, over = _inflate(body, 15 if _is_zlib(body) else -15, limit)
+                body, over = _inflate(body, 15 if _is_zlib(body) else -15, limit, deadline)
             elif coding == "br" and _brotli is not None:
                 body, over = _unbrotli(body, limit)
             else:
                 return raw, None, f"content-encoding {coding!r} left undecoded"
         except _DECODE_ERRORS as exc:
             return b"", "protocol", f"bad {coding} body: {exc}"
+        except _TotalTimeout:
+            return b"", "timeout", f"total timeout while decoding {coding}"
         if over:
             return body, "decoded_too_large", f"decoded body over {limit} bytes"
     return body, None, ""
@@ -722,33 +711,49 @@ def _is_zlib(data: bytes) -> bool:
     return len(data) >= 2 and data[0] & 0x0F == 8 and int.from_bytes(data[:2], "big") % 31 == 0
 
 
-def _inflate(data: bytes, wbits: int, limit: int) -> tuple[bytes, bool]:
+def _inflate(data: bytes, wbits: int, limit: int, deadline: float) -> tuple[bytes, bool]:
     """Decompress zlib (15), raw deflate (-15) or gzip (31, members in sequence) up to limit.
 
     Returns (output, over): over is True when the output would pass limit, which
-    it stops short of. A stream cut short yields what it holds.
+    it stops short of. A stream cut short yields what it holds. Raises
+    _TotalTimeout once the monotonic deadline has passed.
+
+    Linear in the input however many members it holds: each member is fed in
+    pieces that start at FIRST_PIECE bytes and double up to CHUNK, so what the
+    inflater copies back past a member's end (``unused_data``) is at most about
+    twice the member plus FIRST_PIECE, never the rest of the body.
     """
+    view = memoryview(data)
+    end = len(view)
     out: list[bytes] = []
-    size = 0
-    while data:
+    size = pos = 0
+    while pos < end:
         inflater = zlib.decompressobj(wbits)
-        pending = data
-        while pending:
-            piece = inflater.decompress(pending, limit - size + 1)
-            out.append(piece)
-            size += len(piece)
-            if size > limit:
-                return b"".join(out)[:limit], True
-            # With a max_length, an empty piece means all input was consumed.
-            pending = inflater.unconsumed_tail if piece else b""
+        piece = FIRST_PIECE
+        while pos < end and not inflater.eof:
+            if time.monotonic() > deadline:
+                raise _TotalTimeout
+            pending: bytes | memoryview = view[pos : pos + piece]
+            pos += len(pending)
+            piece = min(piece * 2, CHUNK)
+            while pending:
+                produced = inflater.decompress(pending, limit - size + 1)
+                if produced:
+                    out.append(produced)
+                    size += len(produced)
+                    if size > limit:
+                        return b"".join(out)[:limit], True
+                # With a max_length, an empty piece means all input was consumed.
+                pending = inflater.unconsumed_tail if produced else b""
         # At most a window's worth remains buffered once the input is consumed.
         tail = inflater.flush()
         out.append(tail)
         size += len(tail)
         if size > limit:
             return b"".join(out)[:limit], True
-        rest = inflater.unused_data
-        data = rest if wbits == 31 and rest[:2] == b"\x1f\x8b" else b""
+        pos -= len(inflater.unused_data)
+        if wbits != 31 or bytes(view[pos : pos + 2]) != b"\x1f\x8b":
+            break
     return b"".join(out), False
 
 

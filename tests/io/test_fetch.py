@@ -31,8 +31,15 @@ from hive.fetch import (
     FetchResult,
     Headers,
     decode_body,
-    parse_retry_after,
     read_header_lines,
+)
+from hive.headers import (
+    content_codings,
+    content_length,
+    parse_retry_after,
+    refresh_target,
+    resolve_location,
+    robots_nofollow,
 )
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
@@ -246,6 +253,68 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("soon", now) is None
 
 
+# Any bytes a server sends in a header value, as the fetcher reads them (Latin-1).
+HEADER_VALUE = st.binary(max_size=60).map(lambda b: b.decode("latin-1")) | st.text(max_size=40)
+NASTY = st.sampled_from([
+    "\u00b2", "\u0661\u0662", "1_0", "+5", "-0", " 7 ", "9" * 400, "1e3", "nan", "inf",
+    "Mon, 01 Jan 99999 00:00:00 GMT", "Mon, 01 Jan 0 00:00:00 GMT",
+    "Wed, 21 Oct 2015 07:28:00 +9999",
+    "http://[::1", "http://[x]/", "//[", "0; url='", "url=", "\x00", "a: nofollow",
+])
+
+
+def test_parse_retry_after_reads_ascii_digits_only() -> None:
+    now = 1445412480.0
+    for value in ("\u00b2", "\u0661\u0662", "1_0", "+5", "1e3", "nan"):
+        assert parse_retry_after(value, now) is None, value
+    assert parse_retry_after("9" * 400, now) == 1e9
+    assert parse_retry_after("Mon, 01 Jan 99999 00:00:00 GMT", now) is None
+    assert content_length(" 12 ") == 12
+    assert [content_length(v) for v in ("\u0661\u0662", "1_0", "+5", "-1", "", None)] == [None] * 6
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(HEADER_VALUE, NASTY), st.floats(0, 4e9))
+def test_header_parsers_never_raise(value: str, now: float) -> None:
+    seconds = parse_retry_after(value, now)
+    assert seconds is None or 0 <= seconds <= 1e9
+    length = content_length(value)
+    assert length is None or length >= 0
+    assert all(isinstance(c, str) for c in content_codings(value))
+    for parsed in (resolve_location("http://a.test/p", value),
+                   refresh_target("http://a.test/p", value)):
+        assert parsed is None or isinstance(parsed, str)
+    assert isinstance(robots_nofollow([value, value], "hive"), bool)
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[tuple[Server, list[bytes]]]:
+    """A server that answers every request with the response held in its list."""
+    reply = [b""]
+    server = Server(lambda srv, sock, head: sock.sendall(reply[0]) or True)
+    yield server, reply
+    server.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["Retry-After", "Location", "Content-Length", "Content-Encoding",
+                     "Content-Type", "Transfer-Encoding", "Connection", "Refresh"]),
+    st.one_of(HEADER_VALUE, NASTY).map(lambda v: v.replace("\r", "").replace("\n", "")),
+    st.sampled_from(["200 OK", "301 Moved", "429 Too Many Requests", "503 Busy"]),
+)
+def test_no_header_value_makes_the_fetcher_raise(
+    echo_server: tuple[Server, list[bytes]], name: str, value: str, status: str
+) -> None:
+    server, reply = echo_server
+    head = f"HTTP/1.1 {status}\r\n{name}: {value}\r\nConnection: close\r\n\r\n"
+    reply[0] = head.encode("latin-1", "replace") + b"body"
+    with Fetcher("hive-test/1.0", 2.0, 2.0, 5.0, 10_000, 10_000, 1) as fetcher:
+        result = fetcher.fetch(f"http://site.test:{server.port}/", "127.0.0.1")
+    assert result.status is not None or result.outcome in ("protocol", "connect")
+    assert result.retry_after is None or 0 <= result.retry_after <= 1e9
+
+
 @pytest.mark.parametrize(
     ("coding", "encode"),
     [
@@ -283,6 +352,65 @@ def test_decode_body_edge_cases() -> None:
     assert (body, problem) == (b"", "protocol") and note.startswith("bad gzip body")
     layered = gzip.compress(zlib.compress(b"inner"))
     assert decode_body(layered, ["deflate", "gzip"], 100) == (b"inner", None, "")
+
+
+EMPTY_MEMBER = gzip.compress(b"", mtime=0)  # 20 bytes that decode to nothing
+
+
+def decode_cpu(body: bytes) -> float:
+    """The least thread CPU time of three decodings of body as gzip."""
+    times = []
+    for _ in range(3):
+        start = time.thread_time()
+        assert decode_body(body, ["gzip"], 1 << 30) == (b"", None, "")
+        times.append(time.thread_time() - start)
+    return min(times)
+
+
+def test_decoding_empty_gzip_members_is_linear_in_the_body() -> None:
+    # Each member once copied the whole rest of the body: 1 MB took 1.2 s, 9 MB 241 s.
+    small = EMPTY_MEMBER * 12_500  # 250 KB
+    large = small * 8  # 2 MB: eight times the work if linear, 64 if quadratic
+    ratio = decode_cpu(large) / max(decode_cpu(small), 1e-3)
+    assert ratio < 20, f"8x the members cost {ratio:.1f}x the CPU"
+
+
+def test_decoding_stops_at_the_deadline() -> None:
+    body = EMPTY_MEMBER * 1_000_000  # 20 MB of members: seconds of CPU
+    assert decode_body(body, ["gzip"], 1 << 30, time.monotonic() - 1) == (
+        b"", "timeout", "total timeout while decoding gzip",
+    )
+    start = time.monotonic()
+    _, problem, _ = decode_body(body, ["gzip"], 1 << 30, start + 0.2)
+    assert problem == "timeout" and time.monotonic() - start < 2.0
+
+
+def test_more_than_four_codings_are_refused_unread() -> None:
+    # Each layer could hold the next (20 bytes more a layer): quadratic work in the layers.
+    layered = b"x"
+    for _ in range(5):
+        layered = gzip.compress(layered)
+    assert decode_body(gzip.decompress(layered), ["gzip"] * 4 + ["identity"], 100) == (
+        b"x", None, "",
+    )
+    assert decode_body(layered, ["gzip"] * 5, 100) == (
+        b"", "protocol", "5 content codings (at most 4 decoded)",
+    )
+
+
+def test_a_response_slow_to_decode_ends_at_total_timeout(
+    serve: Any, make_fetcher: Any
+) -> None:
+    # A 40 KB transfer whose inner layer is 20 MB of empty gzip members (seconds to decode).
+    inner = EMPTY_MEMBER * 1_000_000
+    body = gzip.compress(inner)
+    server = serve(replying(response("200 OK", {"Content-Encoding": "gzip, gzip"}, body)))
+    fetcher = make_fetcher(total_timeout=1.0, max_decoded_bytes=len(inner))
+    start = time.monotonic()
+    result = get(fetcher, server)
+    assert (result.outcome, result.body, result.raw_body) == ("timeout", b"", body)
+    assert result.message == "total timeout while decoding gzip"
+    assert time.monotonic() - start < 1.0 + 1.5
 
 
 def test_br_left_undecoded_without_brotli(monkeypatch: pytest.MonkeyPatch) -> None:
