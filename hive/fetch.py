@@ -54,6 +54,7 @@ from __future__ import annotations
 import http.client
 import importlib
 import io
+import logging
 import math
 import re
 import select
@@ -63,6 +64,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
@@ -70,6 +72,8 @@ from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
 from hive.headers import content_codings, content_length, parse_retry_after, resolve_location
+
+log = logging.getLogger(__name__)
 
 # Outcome kinds, besides http_<status> for any other status (http_404, http_429, http_503):
 #   ok                 a 2xx response, read whole and decoded
@@ -386,9 +390,16 @@ class Fetcher:
         pool_connections: int,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        ca_file: str = "",
+        ca_dir: str = "",
+        verify_tls: bool = True,
+        headers: Sequence[str] = (),
     ) -> None:
         if _CONTROL.search(user_agent):
             raise ValueError(f"user agent must be one line of printable text: {user_agent!r}")
+        for line in headers:
+            if _CONTROL.search(line) or ":" not in line:
+                raise ValueError(f"a request header must be one 'Name: value' line: {line!r}")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.total_timeout = total_timeout
@@ -396,9 +407,16 @@ class Fetcher:
         self.max_decoded_bytes = max_decoded_bytes
         self._ssl = ssl_context
         self._ssl_lock = threading.Lock()
+        self.ca_file, self.ca_dir, self.verify_tls = ca_file, ca_dir, verify_tls
+        if not verify_tls:
+            log.warning(
+                "fetch.verify_tls is false: https certificates and host names are NOT checked;"
+                " anyone on the path can impersonate any site (for archiving only)"
+            )
         codings = "gzip, deflate, br" if _brotli is not None else "gzip, deflate"
+        extra = "".join(f"{line}\r\n" for line in headers)
         self._request_tail = (
-            f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: {codings}\r\n\r\n"
+            f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: {codings}\r\n{extra}"
         ).encode("latin-1")
         self._pool = _IdlePool(pool_connections)
         self._stats_lock = threading.Lock()
@@ -413,12 +431,18 @@ class Fetcher:
         return cls(
             cfg.user_agent, cfg.connect_timeout, cfg.read_timeout, cfg.total_timeout,
             cfg.max_body_bytes, cfg.max_decoded_bytes, cfg.pool_connections * cfg.threads,
+            ca_file=cfg.ca_file, ca_dir=cfg.ca_dir, verify_tls=cfg.verify_tls,
+            headers=cfg.headers,
         )
 
-    def fetch(self, url: str, address: str, *, max_body_bytes: int | None = None) -> FetchResult:
+    def fetch(
+        self, url: str, address: str, *, max_body_bytes: int | None = None,
+        cookie: str | None = None,
+    ) -> FetchResult:
         """GET url from address (an IP literal); never raises for a failed fetch.
 
-        ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt).
+        ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt);
+        ``cookie`` is a Cookie header value to send.
         """
         started = time.time()
         t0 = time.monotonic()
@@ -428,6 +452,9 @@ class Fetcher:
         failure: tuple[str, str] | None = None
         try:
             scheme, host, port, request = self._request(url)
+            if cookie and not _CONTROL.search(cookie):
+                request += f"Cookie: {cookie}\r\n".encode("latin-1", "replace")
+            request += b"\r\n"
             progress.phase = "connect"
             key = (scheme, address, port, host if scheme == "https" else "")
             self._exchange(key, request, t0 + self.total_timeout, limit, progress)
@@ -491,11 +518,17 @@ class Fetcher:
 
     def _tls(self) -> ssl.SSLContext:
         """The TLS context, made at the first https connection if none was given: loading
-        the system's CA certificates costs about 50 ms of CPU, which an http crawl saves."""
+        the system's CA certificates costs about 50 ms of CPU, which an http crawl saves.
+        ``ca_file`` and ``ca_dir`` add to the system's CAs."""
         if self._ssl is None:
             with self._ssl_lock:
                 if self._ssl is None:
                     context = ssl.create_default_context()
+                    if self.ca_file or self.ca_dir:
+                        context.load_verify_locations(self.ca_file or None, self.ca_dir or None)
+                    if not self.verify_tls:
+                        context.check_hostname = False
+                        context.verify_mode = ssl.CERT_NONE
                     context.set_alpn_protocols(["http/1.1"])
                     self._ssl = context
         return self._ssl

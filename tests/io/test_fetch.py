@@ -11,8 +11,10 @@ import datetime
 import gzip
 import http.client
 import io
+import re
 import socket
 import ssl
+import subprocess
 import threading
 import time
 import zlib
@@ -26,6 +28,7 @@ from hypothesis import strategies as st
 
 from hive import fetch as fetch_module
 from hive.config import load
+from hive.errors import ConfigError
 from hive.fetch import (
     Fetcher,
     FetchResult,
@@ -722,3 +725,65 @@ def test_header_block_limits_and_odd_lines() -> None:
     with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
         read_header_lines(io.BytesIO(b"X: a\r\n" * 101 + b"\r\n"))
     assert read_header_lines(io.BytesIO(b"X: a\r\n" * 100 + b"\r\n"))[-1] == b"X: a\r\n"
+
+
+# --- fetch options: CAs added to the system's, verification off, extra headers -----------
+
+
+def test_ca_file_is_trusted_besides_the_system_store(
+    tls_server: Server, tls_files: tuple[Path, Path, Path], make_fetcher: Any
+) -> None:
+    fetcher = make_fetcher(ca_file=str(tls_files[0]))
+    result = fetcher.fetch(f"https://site.test:{tls_server.port}/", "127.0.0.1")
+    assert (result.outcome, result.body) == ("ok", PAGE)
+    system = ssl.create_default_context().cert_store_stats()["x509_ca"]
+    assert fetcher._tls().cert_store_stats()["x509_ca"] == system + 1
+
+
+def test_ca_dir_prepared_by_openssl_rehash_is_trusted(
+    tls_server: Server, tls_files: tuple[Path, Path, Path], make_fetcher: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "test-ca.pem").write_bytes(tls_files[0].read_bytes())
+    subprocess.run(["openssl", "rehash", str(tmp_path)], check=True, capture_output=True)
+    result = make_fetcher(ca_dir=str(tmp_path)).fetch(
+        f"https://site.test:{tls_server.port}/", "127.0.0.1"
+    )
+    assert result.outcome == "ok", result.message
+
+
+def test_verify_tls_off_fetches_an_unknown_ca_and_says_so_loudly(
+    tls_server: Server, make_fetcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"https://other.test:{tls_server.port}/"  # neither the CA nor the name is right
+    assert make_fetcher().fetch(url, "127.0.0.1").outcome == "tls"
+    with caplog.at_level("WARNING", logger="hive.fetch"):
+        fetcher = make_fetcher(verify_tls=False)
+    assert "NOT checked" in caplog.text
+    assert fetcher.fetch(url, "127.0.0.1").outcome == "ok"
+
+
+def test_extra_headers_and_a_cookie_are_sent(serve: Any, make_fetcher: Any) -> None:
+    server = serve(OK)
+    fetcher = make_fetcher(headers=["From: bot@hive.test", "Accept-Language: fr, en;q=0.5"])
+    result = fetcher.fetch(f"http://site.test:{server.port}/", "127.0.0.1", cookie="a=1; b=2")
+    assert result.outcome == "ok"
+    head = server.requests[0]
+    assert head.endswith(b"From: bot@hive.test\r\nAccept-Language: fr, en;q=0.5\r\n"
+                         b"Cookie: a=1; b=2\r\n\r\n")
+    assert result.request_bytes == head
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error"),
+    [
+        ("headers", ["From bot@hive.test"], "fetch.headers: expected 'Name: value'"),
+        ("headers", ["Cookie: a=1"], "fetch.headers: Cookie is set by the fetcher"),
+        ("headers", ["X-A: 1\r\nX-B: 2"], "fetch.headers: expected"),
+        ("ca_file", "/no/such/ca.pem", "fetch.ca_file: no such file"),
+        ("ca_dir", "/no/such/dir", "fetch.ca_dir: no such directory"),
+        ("ca_file", __file__, "fetch.ca_file: no CA certificate in"),
+    ],
+)
+def test_bad_fetch_options_are_refused_by_name(key: str, value: object, error: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load(environ={}).replace(fetch={key: value})
