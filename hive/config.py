@@ -9,6 +9,7 @@ error names the offending key.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 import ssl
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hive.errors import ConfigError
+from hive.proxy import Proxy
 
 DEFAULT_FILE = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
 # The compression levels of ISA-L, which writes the WARC files' gzip members.
@@ -73,6 +75,9 @@ class FetchConfig:
     verify_tls: bool
     headers: list[str]
     cookies: bool
+    proxy: str
+    no_proxy: list[str]
+    proxy_allow_nets: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +243,12 @@ def _check_fetch(cfg: FetchConfig) -> None:
         raise ConfigError(f"fetch.ca_file: no such file: {cfg.ca_file}")
     if cfg.ca_dir and not Path(cfg.ca_dir).is_dir():
         raise ConfigError(f"fetch.ca_dir: no such directory: {cfg.ca_dir}")
+    Proxy.parse(cfg.proxy, cfg.no_proxy)
+    for net in cfg.proxy_allow_nets:
+        try:
+            ipaddress.ip_network(net.strip(), strict=False)
+        except ValueError as exc:
+            raise ConfigError(f"fetch.proxy_allow_nets: bad network {net!r}: {exc}") from exc
     if cfg.ca_file:
         try:
             ssl.create_default_context(cafile=cfg.ca_file)

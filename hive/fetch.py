@@ -11,7 +11,8 @@ Policy:
 * **Where it connects.** The caller has resolved the name and checked the
   address; the fetcher connects to exactly that address (an IP literal, nothing
   is looked up here) and uses the URL's host only for ``Host``, TLS SNI and the
-  certificate check. No proxy is taken from the environment and no redirect is
+  certificate check, or tunnels to that address through the configured proxy
+  (hive.proxy). No proxy is taken from the environment and no redirect is
   followed: a 3xx is an outcome whose target the frontier queues as a new URL.
 * **No retries but one.** A kept-alive connection that fails before a status
   line arrives is replaced once by a new one (the server may have closed it
@@ -72,6 +73,7 @@ from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
 from hive.headers import content_codings, content_length, parse_retry_after, resolve_location
+from hive.proxy import Proxy
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +114,8 @@ _DECODE_ERRORS: tuple[type[Exception], ...] = (
     (zlib.error,) if _brotli is None else (zlib.error, _brotli.error)
 )
 
-_Key = tuple[str, str, int, str]
+# (scheme, address, port, TLS name or "", proxy address or "")
+_Key = tuple[str, str, int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,10 @@ class FetchResult:
     request_bytes: bytes  # request line and headers exactly as sent
     status_line: str  # e.g. "HTTP/1.1 200 OK"; "" if none arrived
     truncated: bool  # raw_body is not the whole body (size cap or failure)
+
+
+class ProxyRefused(ConnectionError):
+    """The proxy would not open a tunnel (an outcome ``connect``)."""
 
 
 class _TotalTimeout(TimeoutError):
@@ -394,6 +401,7 @@ class Fetcher:
         ca_dir: str = "",
         verify_tls: bool = True,
         headers: Sequence[str] = (),
+        proxy: Proxy | None = None,
     ) -> None:
         if _CONTROL.search(user_agent):
             raise ValueError(f"user agent must be one line of printable text: {user_agent!r}")
@@ -408,6 +416,7 @@ class Fetcher:
         self._ssl = ssl_context
         self._ssl_lock = threading.Lock()
         self.ca_file, self.ca_dir, self.verify_tls = ca_file, ca_dir, verify_tls
+        self.proxy = proxy
         if not verify_tls:
             log.warning(
                 "fetch.verify_tls is false: https certificates and host names are NOT checked;"
@@ -432,17 +441,18 @@ class Fetcher:
             cfg.user_agent, cfg.connect_timeout, cfg.read_timeout, cfg.total_timeout,
             cfg.max_body_bytes, cfg.max_decoded_bytes, cfg.pool_connections * cfg.threads,
             ca_file=cfg.ca_file, ca_dir=cfg.ca_dir, verify_tls=cfg.verify_tls,
-            headers=cfg.headers,
+            headers=cfg.headers, proxy=Proxy.parse(cfg.proxy, cfg.no_proxy),
         )
 
     def fetch(
         self, url: str, address: str, *, max_body_bytes: int | None = None,
-        cookie: str | None = None,
+        cookie: str | None = None, via: str = "",
     ) -> FetchResult:
         """GET url from address (an IP literal); never raises for a failed fetch.
 
         ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt);
-        ``cookie`` is a Cookie header value to send.
+        ``cookie`` is a Cookie header value to send; ``via`` the address (an IP
+        literal) of the configured proxy to tunnel through, "" to connect directly.
         """
         started = time.time()
         t0 = time.monotonic()
@@ -456,7 +466,7 @@ class Fetcher:
                 request += f"Cookie: {cookie}\r\n".encode("latin-1", "replace")
             request += b"\r\n"
             progress.phase = "connect"
-            key = (scheme, address, port, host if scheme == "https" else "")
+            key = (scheme, address, port, host if scheme == "https" else "", via)
             self._exchange(key, request, t0 + self.total_timeout, limit, progress)
         except Exception as exc:  # the boundary: every failure becomes an outcome kind
             failure = self._classify(exc, progress.phase)
@@ -534,19 +544,22 @@ class Fetcher:
         return self._ssl
 
     def _connect(self, key: _Key, deadline: float) -> _Conn:
-        scheme, address, port, tls_name = key
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        scheme, address, port, tls_name, via = key
+        peer = (via, self.proxy.port) if via and self.proxy is not None else (address, port)
+        family = socket.AF_INET6 if ":" in peer[0] else socket.AF_INET
         try:
-            socket.inet_pton(family, address)  # an IP literal: connect() must not look a name up
+            socket.inet_pton(family, peer[0])  # an IP literal: connect() must not look a name up
         except OSError:
-            raise ValueError(f"not an IP address: {address!r}") from None
+            raise ValueError(f"not an IP address: {peer[0]!r}") from None
         timeout = min(self.connect_timeout, deadline - time.monotonic())
         if timeout <= 0:
             raise _TotalTimeout
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
-            sock.connect((address, port))
+            sock.connect(peer)
+            if via and self.proxy is not None:
+                self._tunnel(sock, self.proxy.connect_head(address, port))
             if scheme == "https":
                 sock = self._tls().wrap_socket(sock, server_hostname=tls_name)
         except TimeoutError:
@@ -558,6 +571,25 @@ class Fetcher:
             sock.close()
             raise
         return _Conn(key, sock)
+
+    @staticmethod
+    def _tunnel(sock: socket.socket, head: bytes) -> None:
+        """Ask the proxy for a tunnel; raise ProxyRefused unless it answers 2xx.
+
+        The answer is read a byte at a time up to its blank line (a hundred bytes,
+        once per tunnel), so no byte of the tunnel is left in a buffer; the
+        socket's timeout, the connect timeout, bounds each wait."""
+        sock.sendall(head)
+        answer = bytearray()
+        while not answer.endswith(b"\r\n\r\n"):
+            byte = sock.recv(1)
+            if not byte or len(answer) > MAX_HEADER_LINE:
+                raise ProxyRefused("the proxy closed or sent no answer to CONNECT")
+            answer += byte
+        status_line = bytes(answer).split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].startswith("2"):
+            raise ProxyRefused(f"the proxy answered CONNECT with {status_line!r}")
 
     def _exchange(
         self, key: _Key, request: bytes, deadline: float, limit: int, progress: _Progress

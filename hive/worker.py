@@ -45,6 +45,7 @@ from hive.frontier import PAGE, ROBOTS, Frontier, Lease, Outcome
 from hive.headers import refresh_target, robots_nofollow
 from hive.outbox import RecentLinks
 from hive.parse import Scope, extract_links
+from hive.proxy import Proxy
 from hive.record import UrlRecord
 from hive.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.urls import canonicalize, host_key
@@ -159,7 +160,8 @@ class Worker:
         self._low_water = max(1, backlog(self.threads) // 4)
         self.frontier = Frontier.from_config(directory, cfg, rng=rng, now=time.time())
         self.dns = DnsCache.from_config(cfg.dns, resolver)
-        self.guard = AddressGuard.from_config(cfg.dns)
+        self.guard = AddressGuard.from_config(cfg.dns, cfg.fetch.proxy_allow_nets)
+        self.proxy = Proxy.parse(cfg.fetch.proxy, cfg.fetch.no_proxy)
         self.robots_policy = RobotsPolicy.from_config(cfg)
         self.robots = RobotsCache(
             ROBOTS_CACHE_ENTRIES, self.robots_policy.agent,
@@ -396,7 +398,21 @@ class Worker:
         refusal = self.guard.check(address)
         if refusal is not None:
             return None, "refused_address", refusal
+        via, refusal = self._via(host, now)
+        if refusal:
+            return None, "refused_address", refusal
         return address, "", ""
+
+    def _via(self, host: str, now: float) -> tuple[str, str]:
+        """(the proxy's address to tunnel through or "", why it may not be used or "")."""
+        proxy = self.proxy
+        if proxy is None or proxy.bypassed(hostname(host)):
+            return "", ""
+        resolution = self.dns.lookup(proxy.host, now)
+        if not resolution.ok:
+            return "", f"proxy {proxy.host}: {resolution.message}"
+        via = resolution.addresses[0]
+        return via, self.guard.check_proxy(via) or ""
 
     def _fetch(self, lease: Lease, started: float) -> Fetched:
         address, kind, message = self._address(lease.record.host_key, started)
@@ -436,12 +452,13 @@ class Worker:
 
     def _get(self, url: str, address: str, host: str | None = None) -> FetchResult:
         """GET url, its cookies sent and kept when cookies are on, and archive the exchange."""
+        host = host or host_key(url)
+        via = self._via(host, time.time())[0] if self.proxy is not None else ""
         if self.cookies is None:
-            result = self.fetcher.fetch(url, address)
+            result = self.fetcher.fetch(url, address, via=via)
         else:
-            host = host or host_key(url)
             cookie = self.cookies.header(host, url)
-            result = self.fetcher.fetch(url, address, cookie=cookie)
+            result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
             self.cookies.keep(host, url, result.headers)
         if self.warc is not None and result.status is not None:
             request_line, request_headers = split_head(result.request_bytes)

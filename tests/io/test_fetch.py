@@ -44,6 +44,8 @@ from hive.headers import (
     resolve_location,
     robots_nofollow,
 )
+from hive.proxy import Proxy
+from tests.proxyserver import ConnectProxy
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
 
@@ -787,3 +789,54 @@ def test_extra_headers_and_a_cookie_are_sent(serve: Any, make_fetcher: Any) -> N
 def test_bad_fetch_options_are_refused_by_name(key: str, value: object, error: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(error)):
         load(environ={}).replace(fetch={key: value})
+
+
+# --- a proxy: every request tunnelled by CONNECT to the address judged ----------------------
+
+
+@pytest.fixture
+def proxy() -> Iterator[ConnectProxy]:
+    server = ConnectProxy(refuse=frozenset({"127.0.0.9:80"}))
+    yield server
+    server.close()
+
+
+def test_http_and_https_go_through_the_proxy_by_connect(
+    serve: Any, tls_server: Server, tls_files: tuple[Path, Path, Path],
+    proxy: ConnectProxy, make_fetcher: Any,
+) -> None:
+    plain = serve(OK)
+    fetcher = make_fetcher(ca_file=str(tls_files[0]), proxy=Proxy.parse(proxy.url, []))
+    for url in (f"http://site.test:{plain.port}/", f"https://site.test:{tls_server.port}/",
+                f"http://site.test:{plain.port}/again"):
+        result = fetcher.fetch(url, "127.0.0.1", via="127.0.0.1")
+        assert (result.outcome, result.body) == ("ok", PAGE), result.message
+    # One tunnel a server (the second plain request reused its), to the address given.
+    assert proxy.targets == [f"127.0.0.1:{plain.port}", f"127.0.0.1:{tls_server.port}"]
+    assert plain.requests[1].startswith(b"GET /again HTTP/1.1\r\nHost: site.test:")
+    assert tls_server.server_names == ["site.test"]
+    assert fetcher.fetch(f"http://site.test:{plain.port}/", "127.0.0.1").outcome == "ok"
+    assert len(proxy.targets) == 2  # direct when not asked to go via the proxy
+
+
+def test_a_proxy_refusing_the_tunnel_is_a_connect_outcome(
+    proxy: ConnectProxy, make_fetcher: Any
+) -> None:
+    fetcher = make_fetcher(proxy=Proxy.parse(proxy.url.replace("http://", "http://u:p%40@"), []))
+    result = fetcher.fetch("http://site.test/", "127.0.0.9", via="127.0.0.1")
+    assert result.outcome == "connect" and "403 Forbidden" in result.message
+    assert b"Proxy-Authorization: Basic dTpwQA==\r\n" in proxy.heads[0]  # u:p@
+
+
+def test_proxy_settings_are_checked_by_name() -> None:
+    assert Proxy.parse("", ["x"]) is None
+    bypass = Proxy.parse("http://10.0.0.5:3128", ["Example.org.", "*.ignored", ""])
+    assert bypass is not None and bypass.port == 3128
+    assert bypass.bypassed("example.org") and bypass.bypassed("www.example.org")
+    assert not bypass.bypassed("notexample.org")
+    assert Proxy.parse("http://p.test", ["*"]).bypassed("any.test")  # type: ignore[union-attr]
+    for bad in ("socks5://10.0.0.5:1080", "http://[::1", "10.0.0.5:3128", "http://h/path"):
+        with pytest.raises(ConfigError, match="fetch.proxy: "):
+            load(environ={}).replace(fetch={"proxy": bad})
+    with pytest.raises(ConfigError, match="fetch.proxy_allow_nets: bad network"):
+        load(environ={}).replace(fetch={"proxy_allow_nets": ["10.0.0.0/33"]})

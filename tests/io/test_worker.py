@@ -27,6 +27,7 @@ from hive.testweb import (
 from hive.urls import canonicalize
 from hive.worker import Worker
 from tests.conftest import crawl_config
+from tests.proxyserver import ConnectProxy
 
 # Every non-public target a link could name, by address and by a name resolving there; the
 # guard refuses each before connecting (those on 127.0.0.1 would hit the tripwire).
@@ -227,21 +228,26 @@ def edge_server() -> Iterator[int]:
     server.server_close()
 
 
-def crawl_edges(port: int, tmp_path: Path, **fetch: object) -> dict[str, dict[str, object]]:
+def crawl_edges(
+    port: int, tmp_path: Path, seeds: tuple[str, ...] = ("/gate", "/refresh", "/tagged",
+                                                          "/other-agent", "/drop"),
+    **fetch: object,
+) -> dict[str, dict[str, object]]:
     """Crawl the edge pages with one worker; the crawl log's last entry per path."""
     cfg = config.load(environ={}).replace(
-        dns={"resolve": ["edge.test=127.0.0.1"], "allow_nets": ["127.0.0.1/32"]},
+        dns={"resolve": ["edge.test=127.0.0.1", "lan.test=10.9.9.9"],
+             "allow_nets": ["127.0.0.1/32"]},
         politeness={"min_delay": 0.05, "max_delay": 0.1},
         fetch={"threads": 2, "total_timeout": 5.0,
                "headers": ["From: bot@hive.test", "Accept-Language: fr"], **fetch},
     )
     worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
-    worker.add([f"http://edge.test:{port}{p}" for p in ("/gate", "/refresh", "/tagged",
-                                                         "/other-agent", "/drop")], time.time())
+    worker.add([seed if "//" in seed else f"http://edge.test:{port}{seed}" for seed in seeds],
+               time.time())
     assert worker.run_until_idle(timeout=60)
     worker.close()
     log = [json.loads(line) for line in (tmp_path / "crawl-00.jsonl").read_text().splitlines()]
-    return {e["url"].split(str(port), 1)[1]: e for e in log}
+    return {e["url"].split(str(port), 1)[-1]: e for e in log}
 
 
 def test_extra_headers_go_with_robots_txt_and_pages(edge_server: int, tmp_path: Path) -> None:
@@ -297,3 +303,27 @@ def test_warcinfo_names_the_robots_policy_and_the_agent(
     assert fields["robots"] == "obey"
     assert fields["http-header-user-agent"] == cfg.fetch.user_agent
     assert fields["http-header-from"] == "bot@hive.test"
+
+
+def test_a_proxy_is_used_only_when_its_own_address_is_allowed(
+    edge_server: int, tmp_path: Path
+) -> None:
+    proxy = ConnectProxy("127.0.0.3")  # beyond dns.allow_nets, which allows the target only
+    try:
+        log = crawl_edges(edge_server, tmp_path / "refused", ("/inside",), proxy=proxy.url)
+        assert log["/robots.txt"]["outcome"] == "refused_address"
+        assert "proxy 127.0.0.3 is loopback" in log["/robots.txt"]["msg"]
+        assert proxy.targets == [] and EdgeHandler.seen == []
+        seeds = ("/inside", "http://lan.test/")
+        log = crawl_edges(edge_server, tmp_path / "allowed", seeds, proxy=proxy.url,
+                          proxy_allow_nets=["127.0.0.3/32"])
+        assert log["/inside"]["outcome"] == "ok"
+        assert log["http://lan.test/robots.txt"]["outcome"] == "refused_address"  # the target
+        assert set(proxy.targets) == {f"127.0.0.1:{edge_server}"}
+        assert [path for path, _ in EdgeHandler.seen] == ["/robots.txt", "/inside"]
+        tunnels = len(proxy.targets)
+        log = crawl_edges(edge_server, tmp_path / "bypass", ("/shown",), proxy=proxy.url,
+                          no_proxy=["test"])
+        assert log["/shown"]["outcome"] == "ok" and len(proxy.targets) == tunnels
+    finally:
+        proxy.close()
