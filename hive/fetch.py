@@ -559,7 +559,7 @@ class Fetcher:
             sock.settimeout(timeout)
             sock.connect(peer)
             if via and self.proxy is not None:
-                self._tunnel(sock, self.proxy.connect_head(address, port))
+                self._tunnel(sock, self.proxy.connect_head(address, port), deadline)
             if scheme == "https":
                 sock = self._tls().wrap_socket(sock, server_hostname=tls_name)
         except TimeoutError:
@@ -573,15 +573,18 @@ class Fetcher:
         return _Conn(key, sock)
 
     @staticmethod
-    def _tunnel(sock: socket.socket, head: bytes) -> None:
+    def _tunnel(sock: socket.socket, head: bytes, deadline: float) -> None:
         """Ask the proxy for a tunnel; raise ProxyRefused unless it answers 2xx.
 
         The answer is read a byte at a time up to its blank line (a hundred bytes,
         once per tunnel), so no byte of the tunnel is left in a buffer; the
-        socket's timeout, the connect timeout, bounds each wait."""
+        socket's timeout, the connect timeout, bounds each wait, and the total
+        deadline the whole answer."""
         sock.sendall(head)
         answer = bytearray()
         while not answer.endswith(b"\r\n\r\n"):
+            if time.monotonic() > deadline:
+                raise _TotalTimeout
             byte = sock.recv(1)
             if not byte or len(answer) > MAX_HEADER_LINE:
                 raise ProxyRefused("the proxy closed or sent no answer to CONNECT")

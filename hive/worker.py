@@ -398,7 +398,7 @@ class Worker:
         refusal = self.guard.check(address)
         if refusal is not None:
             return None, "refused_address", refusal
-        via, refusal = self._via(host, now)
+        _, refusal = self._via(host, now)
         if refusal:
             return None, "refused_address", refusal
         return address, "", ""
@@ -428,8 +428,10 @@ class Worker:
         if self._sets_a_cookie_and_comes_back(lease, result):
             # The page set a cookie and sent us back to itself, as sites that gate pages on
             # a cookie do: ask again once, after the host's delay (its lease is still ours).
-            rules = self.robots.get(host, time.time()) if self.cfg.robots.enabled else None
-            crawl_delay = (rules.crawl_delay() if rules is not None else None) or 0.0
+            # The host's state is stable while its lease is out; reading a float needs no lock
+            # (and robots.get could read the store, which only the frontier thread may).
+            state = self.frontier.back.bound.get(lease.host_hash)
+            crawl_delay = state.crawl_delay if state is not None else 0.0
             wait = self.frontier.politeness.delay(result.download_time, crawl_delay)
             if not self._closing.wait(wait):
                 result = self._get(lease.record.url, address, host)
