@@ -750,6 +750,8 @@ def decode_body(
     note says why, or names a coding left undecoded (body is then raw). The work
     is linear in the input: each coding reads its input once, in pieces.
     """
+    if not codings:
+        return raw, None, ""
     applied = [coding for coding in codings if coding not in ("", "identity")]
     if len(applied) > MAX_CODINGS:
         return b"", "protocol", f"{len(applied)} content codings (at most {MAX_CODINGS} decoded)"

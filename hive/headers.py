@@ -18,7 +18,6 @@ from urllib.parse import urljoin
 
 from hive.parse import refresh_url
 
-_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 # Seconds beyond which a Retry-After means "not in this crawl" (politeness caps it lower).
 _MAX_SECONDS = 1e9
 # X-Robots-Tag directives that stop links being followed, as the robots meta tag's.
@@ -33,7 +32,7 @@ def parse_retry_after(value: str, now: float) -> float | None:
     gives a finite number of seconds, at most a billion.
     """
     value = value.strip(" \t")
-    if _DIGITS.fullmatch(value):
+    if _is_number(value):
         return min(float(value), _MAX_SECONDS)
     try:
         parsed = email.utils.parsedate_tz(value)
@@ -52,7 +51,12 @@ def content_length(value: str | None) -> int | None:
     if value is None:
         return None
     value = value.strip(" \t")
-    return int(value) if _DIGITS.fullmatch(value) and len(value) <= 18 else None
+    return int(value) if _is_number(value) and len(value) <= 18 else None
+
+
+def _is_number(value: str) -> bool:
+    """Whether value is ASCII digits only (for ASCII text, isdigit means 0-9)."""
+    return value.isascii() and value.isdigit()
 
 
 def content_codings(value: str) -> list[str]:
