@@ -408,8 +408,8 @@ def test_more_than_four_codings_are_refused_unread() -> None:
 def test_a_response_slow_to_decode_ends_at_total_timeout(
     serve: Any, make_fetcher: Any
 ) -> None:
-    # A 40 KB transfer whose inner layer is 20 MB of empty gzip members (seconds to decode).
-    inner = EMPTY_MEMBER * 1_000_000
+    # A 97 KB transfer whose inner layer is 40 MB of empty gzip members (seconds to decode).
+    inner = EMPTY_MEMBER * 2_000_000
     body = gzip.compress(inner)
     server = serve(replying(response("200 OK", {"Content-Encoding": "gzip, gzip"}, body)))
     fetcher = make_fetcher(total_timeout=1.0, max_decoded_bytes=len(inner))
