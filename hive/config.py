@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import ipaddress
 import os
+import re
+import ssl
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hive.errors import ConfigError
+from hive.proxy import Proxy
 
 
 def _default_file() -> Traversable:
@@ -84,6 +88,14 @@ class FetchConfig:
     max_decoded_bytes: int
     max_redirect_hops: int
     pool_connections: int
+    ca_file: str
+    ca_dir: str
+    verify_tls: bool
+    headers: list[str]
+    cookies: bool
+    proxy: str
+    no_proxy: list[str]
+    proxy_allow_nets: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +251,40 @@ def _check_range(key: str, value: Any) -> None:
             raise ConfigError(f"{key}: must be at least 1, got {value!r}")
 
 
+# Request headers the fetcher writes itself (fetch.headers may not repeat them).
+FETCHER_HEADERS = frozenset({
+    "host", "user-agent", "accept-encoding", "cookie", "connection", "content-length",
+    "transfer-encoding", "te", "upgrade", "proxy-authorization",
+})
+_HEADER_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([\x20-\x7e\x80-\xff]*)")
+
+
+def _check_fetch(cfg: FetchConfig) -> None:
+    for line in cfg.headers:
+        match = _HEADER_LINE.fullmatch(line)
+        if match is None:
+            raise ConfigError(f"fetch.headers: expected 'Name: value' on one line, got {line!r}")
+        if match.group(1).lower() in FETCHER_HEADERS:
+            raise ConfigError(f"fetch.headers: {match.group(1)} is set by the fetcher")
+    if cfg.ca_file and not Path(cfg.ca_file).is_file():
+        raise ConfigError(f"fetch.ca_file: no such file: {cfg.ca_file}")
+    if cfg.ca_dir and not Path(cfg.ca_dir).is_dir():
+        raise ConfigError(f"fetch.ca_dir: no such directory: {cfg.ca_dir}")
+    Proxy.parse(cfg.proxy, cfg.no_proxy)
+    for net in cfg.proxy_allow_nets:
+        try:
+            ipaddress.ip_network(net.strip(), strict=False)
+        except ValueError as exc:
+            raise ConfigError(f"fetch.proxy_allow_nets: bad network {net!r}: {exc}") from exc
+    if cfg.ca_file:
+        try:
+            ssl.create_default_context(cafile=cfg.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"fetch.ca_file: no CA certificate in {cfg.ca_file}: {exc}") from exc
+
+
 def _check_whole(cfg: Config) -> None:
+    _check_fetch(cfg.fetch)
     if not 0 < cfg.frontier.level_ratio <= 1:
         ratio = cfg.frontier.level_ratio
         raise ConfigError(f"frontier.level_ratio: must be in (0, 1], got {ratio}")

@@ -423,22 +423,47 @@ def _carried_v4(address: IPv6Address) -> tuple[IPv4Address, str] | None:
     return None
 
 
+def _networks(key: str, specs: list[str]) -> list[IPv4Network | IPv6Network]:
+    nets: list[IPv4Network | IPv6Network] = []
+    for spec in specs:
+        try:
+            nets.append(ipaddress.ip_network(spec.strip(), strict=False))
+        except ValueError as exc:
+            raise ConfigError(f"{key}: bad network {spec!r}: {exc}") from exc
+    return nets
+
+
 class AddressGuard:
     """Refuses non-global addresses unless allowed; see the module docstring."""
 
-    def __init__(self, allow_private: bool, allow_nets: list[str]) -> None:
+    def __init__(
+        self, allow_private: bool, allow_nets: list[str], proxy_nets: list[str] | None = None
+    ) -> None:
         self._allow_private = allow_private
         self._verdicts: dict[str, str | None] = {}
-        self._allow_nets: list[IPv4Network | IPv6Network] = []
-        for spec in allow_nets:
-            try:
-                self._allow_nets.append(ipaddress.ip_network(spec.strip(), strict=False))
-            except ValueError as exc:
-                raise ConfigError(f"dns.allow_nets: bad network {spec!r}: {exc}") from exc
+        self._allow_nets = _networks("dns.allow_nets", allow_nets)
+        self._proxy_nets = _networks("fetch.proxy_allow_nets", proxy_nets or [])
 
     @classmethod
-    def from_config(cls, cfg: DnsConfig) -> AddressGuard:
-        return cls(cfg.allow_private, cfg.allow_nets)
+    def from_config(cls, cfg: DnsConfig, proxy_nets: list[str] | None = None) -> AddressGuard:
+        return cls(cfg.allow_private, cfg.allow_nets, proxy_nets)
+
+    def check_proxy(self, address: str) -> str | None:
+        """None if the proxy at ``address`` may be used, else why not.
+
+        A proxy is judged apart from targets: a global address, or one that
+        ``allow_private`` or the proxy's own networks allow; ``allow_nets``, which
+        allows targets, does not allow a proxy (nor the proxy's networks a target)."""
+        ip = _ip_literal(address.strip())
+        if ip is None:
+            return f"proxy {address!r} is not an IP address"
+        if self._allow_private or any(ip in net for net in self._proxy_nets):
+            return None
+        carried = _carried_v4(ip) if isinstance(ip, IPv6Address) else None
+        what = _special(carried[0] if carried is not None else ip)
+        if what is None:
+            return None
+        return f"proxy {address} is {what} (allow it with fetch.proxy_allow_nets)"
 
     def _allowed(self, *addresses: IPAddress) -> bool:
         return any(a in net for a in addresses for net in self._allow_nets)

@@ -11,21 +11,25 @@ Policy:
 * **Where it connects.** The caller has resolved the name and checked the
   address; the fetcher connects to exactly that address (an IP literal, nothing
   is looked up here) and uses the URL's host only for ``Host``, TLS SNI and the
-  certificate check. No proxy is taken from the environment and no redirect is
+  certificate check, or tunnels to that address through the configured proxy
+  (hive.proxy). No proxy is taken from the environment and no redirect is
   followed: a 3xx is an outcome whose target the frontier queues as a new URL.
 * **No retries but one.** A kept-alive connection that fails before a status
   line arrives is replaced once by a new one (the server may have closed it
   while it sat idle); any other failure is the outcome.
 * **Time.** ``connect_timeout`` bounds the TCP connect and the TLS handshake,
   ``read_timeout`` any one wait for bytes, and ``total_timeout`` the whole
-  exchange by the wall clock, status line and headers included, so a server
-  that drips bytes cannot hold a fetch thread longer.
+  exchange by the wall clock, status line, headers and content decoding
+  included, so a server that drips bytes, or sends a body slow to decode,
+  cannot hold a fetch thread longer.
 * **Size.** The body is read in 64 KiB pieces and cut at ``max_body_bytes``
   (``too_large``, truncated; what arrived is kept). It is decoded afterwards
   (gzip, deflate as zlib or raw, br only where a ``brotli`` >= 1.2 module is
   importable, which bounds its output) and cut at ``max_decoded_bytes``
-  (``decoded_too_large``: a decompression bomb). A content coding it cannot
-  decode is left as it came and named in ``message``.
+  (``decoded_too_large``: a decompression bomb). Decoding is linear in the
+  body, however many gzip members it holds, and at most MAX_CODINGS layers
+  are undone. A content coding it cannot decode is left as it came and named
+  in ``message``. Header values are read by hive.headers, where nothing raises.
 * **Connections.** Idle keep-alive connections wait in one pool shared by the
   fetch threads, keyed by (scheme, address, port) and, for https, the host name
   too, because a TLS connection is authenticated for one name. The pool keeps
@@ -48,10 +52,10 @@ still parses the status line, the headers and the chunked framing.
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import importlib
 import io
+import logging
 import math
 import re
 import select
@@ -61,19 +65,24 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
+from hive.headers import content_codings, content_length, parse_retry_after, resolve_location
+from hive.proxy import Proxy
+
+log = logging.getLogger(__name__)
 
 # Outcome kinds, besides http_<status> for any other status (http_404, http_429, http_503):
 #   ok                 a 2xx response, read whole and decoded
 #   redirect           a 3xx with a Location (FetchResult.location, resolved)
 #   dns                the name did not resolve: the worker's kind, never produced here
 #   connect            refused, unreachable, reset, or closed before a response arrived
-#   timeout            connect_timeout, read_timeout or total_timeout passed
+#   timeout            connect_timeout, read_timeout or total_timeout passed (decoding included)
 #   tls                handshake failed or the certificate is not valid for the host
 #   too_large          the body passed max_body_bytes and was cut there
 #   decoded_too_large  the decoded body passed max_decoded_bytes (a decompression bomb)
@@ -85,6 +94,8 @@ OUTCOME_KINDS = (
 )
 
 CHUNK = 65536
+FIRST_PIECE = 256  # the first piece of a gzip member fed to the inflater (see _inflate)
+MAX_CODINGS = 4  # content codings decoded in one response; real servers apply one
 _MAX_INTERIM = 5  # 1xx responses (102, 103) skipped before the final one
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f]")
@@ -103,7 +114,8 @@ _DECODE_ERRORS: tuple[type[Exception], ...] = (
     (zlib.error,) if _brotli is None else (zlib.error, _brotli.error)
 )
 
-_Key = tuple[str, str, int, str]
+# (scheme, address, port, TLS name or "", proxy address or "")
+_Key = tuple[str, str, int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,21 +141,8 @@ class FetchResult:
     truncated: bool  # raw_body is not the whole body (size cap or failure)
 
 
-def parse_retry_after(value: str, now: float) -> float | None:
-    """Seconds to wait from ``now`` by a Retry-After value (delay-seconds or HTTP-date).
-
-    A date in the past gives 0; a value that is neither gives None.
-    """
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        parsed = email.utils.parsedate_tz(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed is None:
-        return None
-    return max(0.0, float(email.utils.mktime_tz(parsed)) - now)
+class ProxyRefused(ConnectionError):
+    """The proxy would not open a tunnel (an outcome ``connect``)."""
 
 
 class _TotalTimeout(TimeoutError):
@@ -268,16 +267,7 @@ class _Response(http.client.HTTPResponse):
         self.chunked = bool(encoding and encoding.lower() == "chunked")
         self.chunk_left = None
         self.will_close = self._check_close()
-        self.length = None
-        length = self.headers.get("content-length")
-        if length and not self.chunked:
-            try:
-                self.length = int(length)
-            except ValueError:
-                self.length = None
-            else:
-                if self.length < 0:
-                    self.length = None
+        self.length = None if self.chunked else content_length(self.headers.get("content-length"))
         if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) \
                 or 100 <= status < 200 or self._method == "HEAD":
             self.length = 0
@@ -407,9 +397,17 @@ class Fetcher:
         pool_connections: int,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        ca_file: str = "",
+        ca_dir: str = "",
+        verify_tls: bool = True,
+        headers: Sequence[str] = (),
+        proxy: Proxy | None = None,
     ) -> None:
         if _CONTROL.search(user_agent):
             raise ValueError(f"user agent must be one line of printable text: {user_agent!r}")
+        for line in headers:
+            if _CONTROL.search(line) or ":" not in line:
+                raise ValueError(f"a request header must be one 'Name: value' line: {line!r}")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.total_timeout = total_timeout
@@ -417,9 +415,17 @@ class Fetcher:
         self.max_decoded_bytes = max_decoded_bytes
         self._ssl = ssl_context
         self._ssl_lock = threading.Lock()
+        self.ca_file, self.ca_dir, self.verify_tls = ca_file, ca_dir, verify_tls
+        self.proxy = proxy
+        if not verify_tls:
+            log.warning(
+                "fetch.verify_tls is false: https certificates and host names are NOT checked;"
+                " anyone on the path can impersonate any site (for archiving only)"
+            )
         codings = "gzip, deflate, br" if _brotli is not None else "gzip, deflate"
+        extra = "".join(f"{line}\r\n" for line in headers)
         self._request_tail = (
-            f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: {codings}\r\n\r\n"
+            f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: {codings}\r\n{extra}"
         ).encode("latin-1")
         self._pool = _IdlePool(pool_connections)
         self._stats_lock = threading.Lock()
@@ -434,12 +440,19 @@ class Fetcher:
         return cls(
             cfg.user_agent, cfg.connect_timeout, cfg.read_timeout, cfg.total_timeout,
             cfg.max_body_bytes, cfg.max_decoded_bytes, cfg.pool_connections * cfg.threads,
+            ca_file=cfg.ca_file, ca_dir=cfg.ca_dir, verify_tls=cfg.verify_tls,
+            headers=cfg.headers, proxy=Proxy.parse(cfg.proxy, cfg.no_proxy),
         )
 
-    def fetch(self, url: str, address: str, *, max_body_bytes: int | None = None) -> FetchResult:
+    def fetch(
+        self, url: str, address: str, *, max_body_bytes: int | None = None,
+        cookie: str | None = None, via: str = "",
+    ) -> FetchResult:
         """GET url from address (an IP literal); never raises for a failed fetch.
 
-        ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt).
+        ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt);
+        ``cookie`` is a Cookie header value to send; ``via`` the address (an IP
+        literal) of the configured proxy to tunnel through, "" to connect directly.
         """
         started = time.time()
         t0 = time.monotonic()
@@ -449,14 +462,19 @@ class Fetcher:
         failure: tuple[str, str] | None = None
         try:
             scheme, host, port, request = self._request(url)
+            if cookie and not _CONTROL.search(cookie):
+                request += f"Cookie: {cookie}\r\n".encode("latin-1", "replace")
+            request += b"\r\n"
             progress.phase = "connect"
-            key = (scheme, address, port, host if scheme == "https" else "")
+            key = (scheme, address, port, host if scheme == "https" else "", via)
             self._exchange(key, request, t0 + self.total_timeout, limit, progress)
         except Exception as exc:  # the boundary: every failure becomes an outcome kind
             failure = self._classify(exc, progress.phase)
             progress.truncated = progress.truncated or progress.phase == "body"
         times = (started, time.time(), time.monotonic() - t0)
-        result = self._result(url, address, request, progress, failure, times)
+        result = self._result(
+            url, address, request, progress, failure, times, t0 + self.total_timeout
+        )
         with self._stats_lock:
             stats = self._stats
             stats["fetch/requests"] += 1
@@ -512,29 +530,38 @@ class Fetcher:
 
     def _tls(self) -> ssl.SSLContext:
         """The TLS context, made at the first https connection if none was given: loading
-        the system's CA certificates costs about 50 ms of CPU, which an http crawl saves."""
+        the system's CA certificates costs about 50 ms of CPU, which an http crawl saves.
+        ``ca_file`` and ``ca_dir`` add to the system's CAs."""
         if self._ssl is None:
             with self._ssl_lock:
                 if self._ssl is None:
                     context = ssl.create_default_context()
+                    if self.ca_file or self.ca_dir:
+                        context.load_verify_locations(self.ca_file or None, self.ca_dir or None)
+                    if not self.verify_tls:
+                        context.check_hostname = False
+                        context.verify_mode = ssl.CERT_NONE
                     context.set_alpn_protocols(["http/1.1"])
                     self._ssl = context
         return self._ssl
 
     def _connect(self, key: _Key, deadline: float) -> _Conn:
-        scheme, address, port, tls_name = key
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        scheme, address, port, tls_name, via = key
+        peer = (via, self.proxy.port) if via and self.proxy is not None else (address, port)
+        family = socket.AF_INET6 if ":" in peer[0] else socket.AF_INET
         try:
-            socket.inet_pton(family, address)  # an IP literal: connect() must not look a name up
+            socket.inet_pton(family, peer[0])  # an IP literal: connect() must not look a name up
         except OSError:
-            raise ValueError(f"not an IP address: {address!r}") from None
+            raise ValueError(f"not an IP address: {peer[0]!r}") from None
         timeout = min(self.connect_timeout, deadline - time.monotonic())
         if timeout <= 0:
             raise _TotalTimeout
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
-            sock.connect((address, port))
+            sock.connect(peer)
+            if via and self.proxy is not None:
+                self._tunnel(sock, self.proxy.connect_head(address, port), deadline)
             if scheme == "https":
                 sock = self._tls().wrap_socket(sock, server_hostname=tls_name)
         except TimeoutError:
@@ -546,6 +573,28 @@ class Fetcher:
             sock.close()
             raise
         return _Conn(key, sock)
+
+    @staticmethod
+    def _tunnel(sock: socket.socket, head: bytes, deadline: float) -> None:
+        """Ask the proxy for a tunnel; raise ProxyRefused unless it answers 2xx.
+
+        The answer is read a byte at a time up to its blank line (a hundred bytes,
+        once per tunnel), so no byte of the tunnel is left in a buffer; the
+        socket's timeout, the connect timeout, bounds each wait, and the total
+        deadline the whole answer."""
+        sock.sendall(head)
+        answer = bytearray()
+        while not answer.endswith(b"\r\n\r\n"):
+            if time.monotonic() > deadline:
+                raise _TotalTimeout
+            byte = sock.recv(1)
+            if not byte or len(answer) > MAX_HEADER_LINE:
+                raise ProxyRefused("the proxy closed or sent no answer to CONNECT")
+            answer += byte
+        status_line = bytes(answer).split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].startswith("2"):
+            raise ProxyRefused(f"the proxy answered CONNECT with {status_line!r}")
 
     def _exchange(
         self, key: _Key, request: bytes, deadline: float, limit: int, progress: _Progress
@@ -636,7 +685,7 @@ class Fetcher:
 
     def _result(
         self, url: str, address: str, request: bytes, progress: _Progress,
-        failure: tuple[str, str] | None, times: tuple[float, float, float],
+        failure: tuple[str, str] | None, times: tuple[float, float, float], deadline: float,
     ) -> FetchResult:
         started, finished, download_time = times
         raw = b"".join(progress.chunks)
@@ -649,21 +698,21 @@ class Fetcher:
             if lower == "content-type" and not content_type:
                 content_type = value.strip()
             elif lower == "location" and location is None:
-                location = value.strip()
+                location = value
             elif lower == "retry-after" and retry_after is None:
                 retry_after = parse_retry_after(value, finished)
             elif lower == "content-encoding":
-                codings.extend(c.strip().lower() for c in value.split(","))
+                codings.extend(content_codings(value))
         status = progress.status
         if location is not None:
-            redirecting = status is not None and 300 <= status < 400 and location
-            location = urljoin(url, location) if redirecting else None
+            redirecting = status is not None and 300 <= status < 400
+            location = resolve_location(url, location) if redirecting else None
         body = b""
         if failure is not None:
             kind, message = failure
         else:
             assert status is not None
-            body, problem, message = decode_body(raw, codings, self.max_decoded_bytes)
+            body, problem, message = decode_body(raw, codings, self.max_decoded_bytes, deadline)
             if progress.truncated:
                 kind, message = "too_large", f"body cut at {len(raw)} bytes"
             elif problem is not None:
@@ -691,29 +740,39 @@ _PHASES = {
 }
 
 
-def decode_body(raw: bytes, codings: list[str], limit: int) -> tuple[bytes, str | None, str]:
-    """Undo the content codings (listed in the order applied), producing at most limit bytes.
+def decode_body(
+    raw: bytes, codings: list[str], limit: int, deadline: float = math.inf
+) -> tuple[bytes, str | None, str]:
+    """Undo the content codings (listed in the order applied), producing at most limit bytes
+    by the monotonic ``deadline``.
 
     Returns (body, problem, note): problem is None, ``decoded_too_large`` (body is
-    then the first limit bytes) or ``protocol`` (a corrupt stream; body empty);
-    note says why, or names a coding left undecoded (body is then raw).
+    then the first limit bytes), ``timeout`` (the deadline passed; body empty) or
+    ``protocol`` (a corrupt stream or more than MAX_CODINGS codings; body empty);
+    note says why, or names a coding left undecoded (body is then raw). The work
+    is linear in the input: each coding reads its input once, in pieces.
     """
+    if not codings:
+        return raw, None, ""
+    applied = [coding for coding in codings if coding not in ("", "identity")]
+    if len(applied) > MAX_CODINGS:
+        return b"", "protocol", f"{len(applied)} content codings (at most {MAX_CODINGS} decoded)"
     body = raw
-    for coding in reversed(codings):
-        if coding in ("", "identity"):
-            continue
+    for coding in reversed(applied):
         try:
             if coding in ("gzip", "x-gzip"):
-                body, over = _inflate(body, 31, limit)
+                body, over = _inflate(body, 31, limit, deadline)
             elif coding == "deflate":
                 # RFC 9110 means zlib; some servers send raw deflate, which browsers accept too.
-                body, over = _inflate(body, 15 if _is_zlib(body) else -15, limit)
+                body, over = _inflate(body, 15 if _is_zlib(body) else -15, limit, deadline)
             elif coding == "br" and _brotli is not None:
                 body, over = _unbrotli(body, limit)
             else:
                 return raw, None, f"content-encoding {coding!r} left undecoded"
         except _DECODE_ERRORS as exc:
             return b"", "protocol", f"bad {coding} body: {exc}"
+        except _TotalTimeout:
+            return b"", "timeout", f"total timeout while decoding {coding}"
         if over:
             return body, "decoded_too_large", f"decoded body over {limit} bytes"
     return body, None, ""
@@ -724,33 +783,49 @@ def _is_zlib(data: bytes) -> bool:
     return len(data) >= 2 and data[0] & 0x0F == 8 and int.from_bytes(data[:2], "big") % 31 == 0
 
 
-def _inflate(data: bytes, wbits: int, limit: int) -> tuple[bytes, bool]:
+def _inflate(data: bytes, wbits: int, limit: int, deadline: float) -> tuple[bytes, bool]:
     """Decompress zlib (15), raw deflate (-15) or gzip (31, members in sequence) up to limit.
 
     Returns (output, over): over is True when the output would pass limit, which
-    it stops short of. A stream cut short yields what it holds.
+    it stops short of. A stream cut short yields what it holds. Raises
+    _TotalTimeout once the monotonic deadline has passed.
+
+    Linear in the input however many members it holds: each member is fed in
+    pieces that start at FIRST_PIECE bytes and double up to CHUNK, so what the
+    inflater copies back past a member's end (``unused_data``) is at most about
+    twice the member plus FIRST_PIECE, never the rest of the body.
     """
+    view = memoryview(data)
+    end = len(view)
     out: list[bytes] = []
-    size = 0
-    while data:
+    size = pos = 0
+    while pos < end:
         inflater = zlib.decompressobj(wbits)
-        pending = data
-        while pending:
-            piece = inflater.decompress(pending, limit - size + 1)
-            out.append(piece)
-            size += len(piece)
-            if size > limit:
-                return b"".join(out)[:limit], True
-            # With a max_length, an empty piece means all input was consumed.
-            pending = inflater.unconsumed_tail if piece else b""
+        piece = FIRST_PIECE
+        while pos < end and not inflater.eof:
+            if time.monotonic() > deadline:
+                raise _TotalTimeout
+            pending: bytes | memoryview = view[pos : pos + piece]
+            pos += len(pending)
+            piece = min(piece * 2, CHUNK)
+            while pending:
+                produced = inflater.decompress(pending, limit - size + 1)
+                if produced:
+                    out.append(produced)
+                    size += len(produced)
+                    if size > limit:
+                        return b"".join(out)[:limit], True
+                # With a max_length, an empty piece means all input was consumed.
+                pending = inflater.unconsumed_tail if produced else b""
         # At most a window's worth remains buffered once the input is consumed.
         tail = inflater.flush()
         out.append(tail)
         size += len(tail)
         if size > limit:
             return b"".join(out)[:limit], True
-        rest = inflater.unused_data
-        data = rest if wbits == 31 and rest[:2] == b"\x1f\x8b" else b""
+        pos -= len(inflater.unused_data)
+        if wbits != 31 or bytes(view[pos : pos + 2]) != b"\x1f\x8b":
+            break
     return b"".join(out), False
 
 

@@ -278,6 +278,7 @@ class WarcWriter:
         gzip_level: int,
         software: str,
         now: Callable[[], float] | None = None,
+        info: Sequence[tuple[str, str]] = (),
     ) -> None:
         if gzip_level not in GZIP_LEVELS:
             raise ValueError(f"gzip_level must be 0..{GZIP_LEVELS[-1]}, got {gzip_level}")
@@ -288,6 +289,7 @@ class WarcWriter:
         self.max_file_bytes = max_file_bytes
         self.gzip_level = gzip_level
         self.software = software
+        self.info = list(info)
         self._now: Callable[[], float] = now if now is not None else time.time
         self._lock = threading.Lock()
         self._name_re = re.compile(
@@ -300,9 +302,12 @@ class WarcWriter:
 
     @classmethod
     def from_config(
-        cls, cfg: WarcConfig, directory: Path, prefix: str, software: str
+        cls, cfg: WarcConfig, directory: Path, prefix: str, software: str,
+        info: Sequence[tuple[str, str]] = (),
     ) -> WarcWriter:
-        return cls(directory, prefix, cfg.max_file_bytes, cfg.gzip_level, software)
+        """``info``: warcinfo fields besides software, format, conformsTo and hostname
+        (the worker's: ``robots``, ``http-header-user-agent``)."""
+        return cls(directory, prefix, cfg.max_file_bytes, cfg.gzip_level, software, info=info)
 
     def _recover_and_next_seq(self) -> int:
         highest = -1
@@ -385,12 +390,13 @@ class WarcWriter:
         final_name = f"{self.prefix}-{stamp}-{self._seq:05d}{SUFFIX}"
         self._seq += 1
         info_id = record_id()
-        fields = (
-            f"software: {self.software}\r\n"
-            f"format: WARC File Format 1.1\r\n"
-            f"conformsTo: {CONFORMS_TO}\r\n"
-            f"hostname: {socket.gethostname()}\r\n"
-        ).encode()
+        fields = _head_lines("", [
+            ("software", self.software),
+            ("format", "WARC File Format 1.1"),
+            ("conformsTo", CONFORMS_TO),
+            ("hostname", socket.gethostname()),
+            *self.info,
+        ])[2:] + b"\r\n"
         record = warc_record(
             [
                 ("WARC-Type", "warcinfo"),

@@ -36,13 +36,16 @@ from pathlib import Path
 
 from hive import __version__
 from hive.config import Config
+from hive.cookies import CookieJars
 from hive.crawllog import CrawlLog
 from hive.dns import AddressGuard, DnsCache, Resolver
 from hive.errors import StoreError, URLError
 from hive.fetch import Fetcher, FetchResult
 from hive.frontier import HANDOFF_FAILED, PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.headers import refresh_target, robots_nofollow
 from hive.outbox import RecentLinks
 from hive.parse import Scope, extract_links
+from hive.proxy import Proxy
 from hive.record import UrlRecord
 from hive.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.urls import canonicalize, host_key
@@ -104,12 +107,28 @@ def hostname(key: str) -> str:
 
 
 def truncation(result: FetchResult) -> Truncation | None:
-    """WARC-Truncated's reason for an incomplete body: the size cap, the clock, or else."""
+    """WARC-Truncated's reason for an incomplete body: the size cap, the clock, the
+    connection dropped mid-body (reset, or closed short of its length), or else."""
     if not result.truncated:
         return None
     if result.outcome == "too_large":
         return "length"
-    return "time" if result.outcome == "timeout" else "unspecified"
+    if result.outcome == "timeout":
+        return "time"
+    return "disconnect" if result.outcome in ("connect", "protocol") else "unspecified"
+
+
+def warcinfo_fields(cfg: Config) -> list[tuple[str, str]]:
+    """What a warcinfo record says of the crawl: its robots policy and the headers it sends."""
+    fields = [
+        ("robots", "obey" if cfg.robots.enabled else "ignore"),
+        ("http-header-user-agent", cfg.fetch.user_agent),
+    ]
+    for line in cfg.fetch.headers:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "from":
+            fields.append(("http-header-from", value.strip()))
+    return fields
 
 
 def split_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
@@ -145,7 +164,8 @@ class Worker:
         self._low_water = max(1, backlog(self.threads) // 4)
         self.frontier = Frontier.from_config(directory, cfg, rng=rng, now=time.time())
         self.dns = DnsCache.from_config(cfg.dns, resolver)
-        self.guard = AddressGuard.from_config(cfg.dns)
+        self.guard = AddressGuard.from_config(cfg.dns, cfg.fetch.proxy_allow_nets)
+        self.proxy = Proxy.parse(cfg.fetch.proxy, cfg.fetch.no_proxy)
         self.robots_policy = RobotsPolicy.from_config(cfg)
         self.robots = RobotsCache(
             ROBOTS_CACHE_ENTRIES, self.robots_policy.agent,
@@ -155,9 +175,12 @@ class Worker:
         self.scope = Scope.from_config(cfg.scope)
         self.recent = RecentLinks(int(cfg.hive.recent_links_mb * (1 << 20)))
         name = f"{worker_id:02d}"
+        self.cookies = CookieJars() if cfg.fetch.cookies else None
+        self._closing = threading.Event()
         self.warc = (
             WarcWriter.from_config(
-                cfg.warc, warc_dir or directory / "warc", f"hive-{name}", f"hive/{__version__}"
+                cfg.warc, warc_dir or directory / "warc", f"hive-{name}", f"hive/{__version__}",
+                info=warcinfo_fields(cfg),
             )
             if cfg.warc.enabled else None
         )
@@ -359,6 +382,7 @@ class Worker:
         self.frontier.commit(time.time())
 
     def close(self) -> None:
+        self._closing.set()
         for _ in self._threads:
             self._jobs.put(None)
         self._prefetch.put(None)
@@ -417,7 +441,21 @@ class Worker:
         refusal = self.guard.check(address)
         if refusal is not None:
             return None, "refused_address", refusal
+        _, refusal = self._via(host, now)
+        if refusal:
+            return None, "refused_address", refusal
         return address, "", ""
+
+    def _via(self, host: str, now: float) -> tuple[str, str]:
+        """(the proxy's address to tunnel through or "", why it may not be used or "")."""
+        proxy = self.proxy
+        if proxy is None or proxy.bypassed(hostname(host)):
+            return "", ""
+        resolution = self.dns.lookup(proxy.host, now)
+        if not resolution.ok:
+            return "", f"proxy {proxy.host}: {resolution.message}"
+        via = resolution.addresses[0]
+        return via, self.guard.check_proxy(via) or ""
 
     def _fetch(self, lease: Lease, started: float) -> Fetched:
         address, kind, message = self._address(lease.record.host_key, started)
@@ -428,11 +466,45 @@ class Worker:
                            message=message)
         if lease.kind == ROBOTS:
             return self._fetch_robots(lease, address, started)
-        result = self._get(lease.record.url, address)
+        host = lease.record.host_key
+        result = self._get(lease.record.url, address, host)
+        if self._sets_a_cookie_and_comes_back(lease, result):
+            # The page set a cookie and sent us back to itself, as sites that gate pages on
+            # a cookie do: ask again once, after the host's delay (its lease is still ours).
+            # The host's state is stable while its lease is out; reading a float needs no lock
+            # (and robots.get could read the store, which only the frontier thread may).
+            state = self.frontier.back.bound.get(lease.host_hash)
+            crawl_delay = state.crawl_delay if state is not None else 0.0
+            wait = self.frontier.politeness.delay(result.download_time, crawl_delay)
+            if not self._closing.wait(wait):
+                result = self._get(lease.record.url, address, host)
         return self._page(lease, result, started)
 
-    def _get(self, url: str, address: str) -> FetchResult:
-        result = self.fetcher.fetch(url, address)
+    def _sets_a_cookie_and_comes_back(self, lease: Lease, result: FetchResult) -> bool:
+        return (
+            self.cookies is not None and result.outcome == "redirect"
+            and any(name.lower() == "set-cookie" for name, _ in result.headers)
+            and self._redirects_to_self(lease.record.url, result.location)
+        )
+
+    def _redirects_to_self(self, url: str, location: str | None) -> bool:
+        if not location:
+            return False
+        try:
+            return canonicalize(location, url, self.cfg.scope.max_url_length) == url
+        except URLError:
+            return False
+
+    def _get(self, url: str, address: str, host: str | None = None) -> FetchResult:
+        """GET url, its cookies sent and kept when cookies are on, and archive the exchange."""
+        host = host or host_key(url)
+        via = self._via(host, time.time())[0] if self.proxy is not None else ""
+        if self.cookies is None:
+            result = self.fetcher.fetch(url, address, via=via)
+        else:
+            cookie = self.cookies.header(host, url)
+            result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
+            self.cookies.keep(host, url, result.headers)
         if self.warc is not None and result.status is not None:
             request_line, request_headers = split_head(result.request_bytes)
             self.warc.write_exchange(
@@ -461,7 +533,14 @@ class Worker:
                 fetched.links_truncated = True
                 fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
                 log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
-            self._follow(fetched, links.links, record.depth + 1, record.hops)
+            found = self._header_links(record.url, result.headers, links.links, fetched)
+            self._follow(fetched, found, record.depth + 1, record.hops)
+        elif result.outcome == "redirect" and self._redirects_to_self(record.url, result.location):
+            fetched.outcome = Outcome("redirect_to_self", result.status)
+            fetched.message = "redirected to itself" + (
+                " (setting a cookie: fetch.cookies is off)"
+                if any(name.lower() == "set-cookie" for name, _ in result.headers) else ""
+            )
         elif result.outcome == "redirect" and result.location:
             if record.hops >= self.cfg.fetch.max_redirect_hops:
                 fetched.outcome = Outcome("redirect_hops", result.status)
@@ -477,6 +556,36 @@ class Worker:
                 else:
                     self._follow(fetched, [target], record.depth, record.hops + 1)
         return fetched
+
+    def _header_links(
+        self, url: str, headers: list[tuple[str, str]], links: list[str], fetched: Fetched
+    ) -> list[str]:
+        """The page's links as its response headers amend them: ``X-Robots-Tag: nofollow``
+        (or ``none``) drops them as the robots meta tag does, and a ``Refresh`` header's
+        target is followed as a meta refresh is, nofollow or not."""
+        refresh: str | None = None
+        tags: list[str] = []
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "x-robots-tag":
+                tags.append(value)
+            elif lower == "refresh" and refresh is None:
+                refresh = refresh_target(url, value)
+        if tags and self.cfg.scope.honour_nofollow and robots_nofollow(
+            tags, self.robots_policy.agent
+        ):
+            if links:
+                fetched.refused_links["nofollow"] += len(links)
+            links = []
+        if refresh is not None:
+            try:
+                target = canonicalize(refresh, url, self.cfg.scope.max_url_length)
+            except URLError as exc:
+                fetched.refused_links[exc.reason] += 1
+            else:
+                if target != url and target not in links:
+                    links = [target, *links]
+        return links
 
     def _follow(self, fetched: Fetched, urls: list[str], depth: int, hops: int) -> None:
         """Keep the links in scope that were not handed on a moment ago.

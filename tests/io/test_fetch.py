@@ -11,8 +11,10 @@ import datetime
 import gzip
 import http.client
 import io
+import re
 import socket
 import ssl
+import subprocess
 import threading
 import time
 import zlib
@@ -24,16 +26,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hive import cookies as cookies_module
 from hive import fetch as fetch_module
 from hive.config import load
+from hive.cookies import CookieJars
+from hive.errors import ConfigError
 from hive.fetch import (
     Fetcher,
     FetchResult,
     Headers,
     decode_body,
-    parse_retry_after,
     read_header_lines,
 )
+from hive.headers import (
+    content_codings,
+    content_length,
+    parse_retry_after,
+    refresh_target,
+    resolve_location,
+    robots_nofollow,
+)
+from hive.proxy import Proxy
+from tests.proxyserver import ConnectProxy
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
 
@@ -246,6 +260,68 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("soon", now) is None
 
 
+# Any bytes a server sends in a header value, as the fetcher reads them (Latin-1).
+HEADER_VALUE = st.binary(max_size=60).map(lambda b: b.decode("latin-1")) | st.text(max_size=40)
+NASTY = st.sampled_from([
+    "\u00b2", "\u0661\u0662", "1_0", "+5", "-0", " 7 ", "9" * 400, "1e3", "nan", "inf",
+    "Mon, 01 Jan 99999 00:00:00 GMT", "Mon, 01 Jan 0 00:00:00 GMT",
+    "Wed, 21 Oct 2015 07:28:00 +9999",
+    "http://[::1", "http://[x]/", "//[", "0; url='", "url=", "\x00", "a: nofollow",
+])
+
+
+def test_parse_retry_after_reads_ascii_digits_only() -> None:
+    now = 1445412480.0
+    for value in ("\u00b2", "\u0661\u0662", "1_0", "+5", "1e3", "nan"):
+        assert parse_retry_after(value, now) is None, value
+    assert parse_retry_after("9" * 400, now) == 1e9
+    assert parse_retry_after("Mon, 01 Jan 99999 00:00:00 GMT", now) is None
+    assert content_length(" 12 ") == 12
+    assert [content_length(v) for v in ("\u0661\u0662", "1_0", "+5", "-1", "", None)] == [None] * 6
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(HEADER_VALUE, NASTY), st.floats(0, 4e9))
+def test_header_parsers_never_raise(value: str, now: float) -> None:
+    seconds = parse_retry_after(value, now)
+    assert seconds is None or 0 <= seconds <= 1e9
+    length = content_length(value)
+    assert length is None or length >= 0
+    assert all(isinstance(c, str) for c in content_codings(value))
+    for parsed in (resolve_location("http://a.test/p", value),
+                   refresh_target("http://a.test/p", value)):
+        assert parsed is None or isinstance(parsed, str)
+    assert isinstance(robots_nofollow([value, value], "hive"), bool)
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[tuple[Server, list[bytes]]]:
+    """A server that answers every request with the response held in its list."""
+    reply = [b""]
+    server = Server(lambda srv, sock, head: sock.sendall(reply[0]) or True)
+    yield server, reply
+    server.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["Retry-After", "Location", "Content-Length", "Content-Encoding",
+                     "Content-Type", "Transfer-Encoding", "Connection", "Refresh"]),
+    st.one_of(HEADER_VALUE, NASTY).map(lambda v: v.replace("\r", "").replace("\n", "")),
+    st.sampled_from(["200 OK", "301 Moved", "429 Too Many Requests", "503 Busy"]),
+)
+def test_no_header_value_makes_the_fetcher_raise(
+    echo_server: tuple[Server, list[bytes]], name: str, value: str, status: str
+) -> None:
+    server, reply = echo_server
+    head = f"HTTP/1.1 {status}\r\n{name}: {value}\r\nConnection: close\r\n\r\n"
+    reply[0] = head.encode("latin-1", "replace") + b"body"
+    with Fetcher("hive-test/1.0", 2.0, 2.0, 5.0, 10_000, 10_000, 1) as fetcher:
+        result = fetcher.fetch(f"http://site.test:{server.port}/", "127.0.0.1")
+    assert result.status is not None or result.outcome in ("protocol", "connect")
+    assert result.retry_after is None or 0 <= result.retry_after <= 1e9
+
+
 @pytest.mark.parametrize(
     ("coding", "encode"),
     [
@@ -283,6 +359,65 @@ def test_decode_body_edge_cases() -> None:
     assert (body, problem) == (b"", "protocol") and note.startswith("bad gzip body")
     layered = gzip.compress(zlib.compress(b"inner"))
     assert decode_body(layered, ["deflate", "gzip"], 100) == (b"inner", None, "")
+
+
+EMPTY_MEMBER = gzip.compress(b"", mtime=0)  # 20 bytes that decode to nothing
+
+
+def decode_cpu(body: bytes) -> float:
+    """The least thread CPU time of three decodings of body as gzip."""
+    times = []
+    for _ in range(3):
+        start = time.thread_time()
+        assert decode_body(body, ["gzip"], 1 << 30) == (b"", None, "")
+        times.append(time.thread_time() - start)
+    return min(times)
+
+
+def test_decoding_empty_gzip_members_is_linear_in_the_body() -> None:
+    # Each member once copied the whole rest of the body: 1 MB took 1.2 s, 9 MB 241 s.
+    small = EMPTY_MEMBER * 12_500  # 250 KB
+    large = small * 8  # 2 MB: eight times the work if linear, 64 if quadratic
+    ratio = decode_cpu(large) / max(decode_cpu(small), 1e-3)
+    assert ratio < 20, f"8x the members cost {ratio:.1f}x the CPU"
+
+
+def test_decoding_stops_at_the_deadline() -> None:
+    body = EMPTY_MEMBER * 1_000_000  # 20 MB of members: seconds of CPU
+    assert decode_body(body, ["gzip"], 1 << 30, time.monotonic() - 1) == (
+        b"", "timeout", "total timeout while decoding gzip",
+    )
+    start = time.monotonic()
+    _, problem, _ = decode_body(body, ["gzip"], 1 << 30, start + 0.2)
+    assert problem == "timeout" and time.monotonic() - start < 2.0
+
+
+def test_more_than_four_codings_are_refused_unread() -> None:
+    # Each layer could hold the next (20 bytes more a layer): quadratic work in the layers.
+    layered = b"x"
+    for _ in range(5):
+        layered = gzip.compress(layered)
+    assert decode_body(gzip.decompress(layered), ["gzip"] * 4 + ["identity"], 100) == (
+        b"x", None, "",
+    )
+    assert decode_body(layered, ["gzip"] * 5, 100) == (
+        b"", "protocol", "5 content codings (at most 4 decoded)",
+    )
+
+
+def test_a_response_slow_to_decode_ends_at_total_timeout(
+    serve: Any, make_fetcher: Any
+) -> None:
+    # A 97 KB transfer whose inner layer is 40 MB of empty gzip members (seconds to decode).
+    inner = EMPTY_MEMBER * 2_000_000
+    body = gzip.compress(inner)
+    server = serve(replying(response("200 OK", {"Content-Encoding": "gzip, gzip"}, body)))
+    fetcher = make_fetcher(total_timeout=1.0, max_decoded_bytes=len(inner))
+    start = time.monotonic()
+    result = get(fetcher, server)
+    assert (result.outcome, result.body, result.raw_body) == ("timeout", b"", body)
+    assert result.message == "total timeout while decoding gzip"
+    assert time.monotonic() - start < 1.0 + 1.5
 
 
 def test_br_left_undecoded_without_brotli(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -594,3 +729,163 @@ def test_header_block_limits_and_odd_lines() -> None:
     with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
         read_header_lines(io.BytesIO(b"X: a\r\n" * 101 + b"\r\n"))
     assert read_header_lines(io.BytesIO(b"X: a\r\n" * 100 + b"\r\n"))[-1] == b"X: a\r\n"
+
+
+# --- fetch options: CAs added to the system's, verification off, extra headers -----------
+
+
+def test_ca_file_is_trusted_besides_the_system_store(
+    tls_server: Server, tls_files: tuple[Path, Path, Path], make_fetcher: Any
+) -> None:
+    fetcher = make_fetcher(ca_file=str(tls_files[0]))
+    result = fetcher.fetch(f"https://site.test:{tls_server.port}/", "127.0.0.1")
+    assert (result.outcome, result.body) == ("ok", PAGE)
+    system = ssl.create_default_context().cert_store_stats()["x509_ca"]
+    assert fetcher._tls().cert_store_stats()["x509_ca"] == system + 1
+
+
+def test_ca_dir_prepared_by_openssl_rehash_is_trusted(
+    tls_server: Server, tls_files: tuple[Path, Path, Path], make_fetcher: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "test-ca.pem").write_bytes(tls_files[0].read_bytes())
+    subprocess.run(["openssl", "rehash", str(tmp_path)], check=True, capture_output=True)
+    result = make_fetcher(ca_dir=str(tmp_path)).fetch(
+        f"https://site.test:{tls_server.port}/", "127.0.0.1"
+    )
+    assert result.outcome == "ok", result.message
+
+
+def test_verify_tls_off_fetches_an_unknown_ca_and_says_so_loudly(
+    tls_server: Server, make_fetcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"https://other.test:{tls_server.port}/"  # neither the CA nor the name is right
+    assert make_fetcher().fetch(url, "127.0.0.1").outcome == "tls"
+    with caplog.at_level("WARNING", logger="hive.fetch"):
+        fetcher = make_fetcher(verify_tls=False)
+    assert "NOT checked" in caplog.text
+    assert fetcher.fetch(url, "127.0.0.1").outcome == "ok"
+
+
+def test_extra_headers_and_a_cookie_are_sent(serve: Any, make_fetcher: Any) -> None:
+    server = serve(OK)
+    fetcher = make_fetcher(headers=["From: bot@hive.test", "Accept-Language: fr, en;q=0.5"])
+    result = fetcher.fetch(f"http://site.test:{server.port}/", "127.0.0.1", cookie="a=1; b=2")
+    assert result.outcome == "ok"
+    head = server.requests[0]
+    assert head.endswith(b"From: bot@hive.test\r\nAccept-Language: fr, en;q=0.5\r\n"
+                         b"Cookie: a=1; b=2\r\n\r\n")
+    assert result.request_bytes == head
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error"),
+    [
+        ("headers", ["From bot@hive.test"], "fetch.headers: expected 'Name: value'"),
+        ("headers", ["Cookie: a=1"], "fetch.headers: Cookie is set by the fetcher"),
+        ("headers", ["X-A: 1\r\nX-B: 2"], "fetch.headers: expected"),
+        ("ca_file", "/no/such/ca.pem", "fetch.ca_file: no such file"),
+        ("ca_dir", "/no/such/dir", "fetch.ca_dir: no such directory"),
+        ("ca_file", __file__, "fetch.ca_file: no CA certificate in"),
+    ],
+)
+def test_bad_fetch_options_are_refused_by_name(key: str, value: object, error: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load(environ={}).replace(fetch={key: value})
+
+
+# --- a proxy: every request tunnelled by CONNECT to the address judged ----------------------
+
+
+@pytest.fixture
+def proxy() -> Iterator[ConnectProxy]:
+    server = ConnectProxy(refuse=frozenset({"127.0.0.9:80"}))
+    yield server
+    server.close()
+
+
+def test_http_and_https_go_through_the_proxy_by_connect(
+    serve: Any, tls_server: Server, tls_files: tuple[Path, Path, Path],
+    proxy: ConnectProxy, make_fetcher: Any,
+) -> None:
+    plain = serve(OK)
+    fetcher = make_fetcher(ca_file=str(tls_files[0]), proxy=Proxy.parse(proxy.url, []))
+    for url in (f"http://site.test:{plain.port}/", f"https://site.test:{tls_server.port}/",
+                f"http://site.test:{plain.port}/again"):
+        result = fetcher.fetch(url, "127.0.0.1", via="127.0.0.1")
+        assert (result.outcome, result.body) == ("ok", PAGE), result.message
+    # One tunnel a server (the second plain request reused its), to the address given.
+    assert proxy.targets == [f"127.0.0.1:{plain.port}", f"127.0.0.1:{tls_server.port}"]
+    assert plain.requests[1].startswith(b"GET /again HTTP/1.1\r\nHost: site.test:")
+    assert tls_server.server_names == ["site.test"]
+    assert fetcher.fetch(f"http://site.test:{plain.port}/", "127.0.0.1").outcome == "ok"
+    assert len(proxy.targets) == 2  # direct when not asked to go via the proxy
+
+
+def test_a_proxy_refusing_the_tunnel_is_a_connect_outcome(
+    proxy: ConnectProxy, make_fetcher: Any
+) -> None:
+    fetcher = make_fetcher(proxy=Proxy.parse(proxy.url.replace("http://", "http://u:p%40@"), []))
+    result = fetcher.fetch("http://site.test/", "127.0.0.9", via="127.0.0.1")
+    assert result.outcome == "connect" and "403 Forbidden" in result.message
+    assert b"Proxy-Authorization: Basic dTpwQA==\r\n" in proxy.heads[0]  # u:p@
+
+
+def test_proxy_settings_are_checked_by_name() -> None:
+    assert Proxy.parse("", ["x"]) is None
+    bypass = Proxy.parse("http://10.0.0.5:3128", ["Example.org.", "*.ignored", ""])
+    assert bypass is not None and bypass.port == 3128
+    assert bypass.bypassed("example.org") and bypass.bypassed("www.example.org")
+    assert not bypass.bypassed("notexample.org")
+    assert Proxy.parse("http://p.test", ["*"]).bypassed("any.test")  # type: ignore[union-attr]
+    for bad in ("socks5://10.0.0.5:1080", "http://[::1", "10.0.0.5:3128", "http://h/path"):
+        with pytest.raises(ConfigError, match="fetch.proxy: "):
+            load(environ={}).replace(fetch={"proxy": bad})
+    with pytest.raises(ConfigError, match="fetch.proxy_allow_nets: bad network"):
+        load(environ={}).replace(fetch={"proxy_allow_nets": ["10.0.0.0/33"]})
+
+
+# --- cookies: one jar per host, bounded ------------------------------------------------------
+
+
+def test_cookie_jars_are_per_host_and_bounded() -> None:
+    jars = CookieJars()
+    jars.keep("a.site.test", "http://a.site.test/", [("Set-Cookie", "s=1; Domain=site.test")])
+    assert jars.header("a.site.test", "http://a.site.test/x") == "s=1"
+    assert jars.header("b.site.test", "http://b.site.test/") is None  # never across hosts
+    jars.keep("a.site.test", "http://a.site.test/", [("Set-Cookie", "big=" + "x" * 9000)])
+    assert jars.header("a.site.test", "http://a.site.test/") is None  # over MAX_HEADER
+    many = [("Set-Cookie", f"c{i}=1") for i in range(cookies_module.MAX_COOKIES + 1)]
+    jars.keep("c.test", "http://c.test/", many)
+    assert jars.header("c.test", "http://c.test/") is None  # a jar past the cap is emptied
+
+
+@settings(max_examples=200, deadline=None)
+@given(HEADER_VALUE)
+def test_no_set_cookie_value_raises(value: str) -> None:
+    jars = CookieJars()
+    jars.keep("a.test", "http://a.test/", [("Set-Cookie", value), ("Set-Cookie2", value)])
+    header = jars.header("a.test", "http://a.test/")
+    assert header is None or isinstance(header, str)
+
+
+def test_a_proxy_dripping_its_answer_stops_at_total_timeout(make_fetcher: Any) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        sock, _ = listener.accept()
+        with sock:
+            while not stop.wait(0.2):
+                with contextlib.suppress(OSError):
+                    sock.sendall(b"H")
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    proxy = Proxy.parse(f"http://127.0.0.1:{listener.getsockname()[1]}", [])
+    fetcher = make_fetcher(proxy=proxy, total_timeout=1.0, connect_timeout=1.0)
+    start = time.monotonic()
+    result = fetcher.fetch("http://site.test/", "127.0.0.1", via="127.0.0.1")
+    stop.set()
+    thread.join(5)
+    listener.close()
+    assert result.outcome == "timeout" and time.monotonic() - start < 3.0
