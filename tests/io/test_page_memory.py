@@ -153,7 +153,7 @@ def test_a_worker_with_every_thread_on_a_million_link_page_stays_in_budget(
     assert busy.value == THREADS, "every fetch thread held a page at once"
     assert stats["worker/outcome/ok"] == len(seeds)
     assert stats["links/truncated_pages"] == len(seeds)
-    assert stats["frontier/refused/depth"] == len(seeds) * cfg.parse.max_links_per_page
+    assert stats["frontier/refused/max_depth"] == len(seeds) * cfg.parse.max_links_per_page
     html = page()
     budget = 2 * len(gzip.compress(html, compresslevel=6)) + 2 * len(html) + PARSE_BUDGET
     waiting = backlog(THREADS) * cfg.parse.max_links_per_page * LINK_BYTES
