@@ -17,7 +17,7 @@ from hive import __version__
 from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
-from hive.lifecycle import read_state
+from hive.lifecycle import read_state, worker_dir
 
 if TYPE_CHECKING:
     from hive.control import ControlClient
@@ -302,17 +302,24 @@ def verify(data_dir: Path, limit: int) -> None:
     from hive.ring import Ring
     from hive.verify import verify_data_dir
 
-    state = read_state(data_dir)
-    if state is None:
+    try:
+        state = read_state(data_dir)
+        ring = Ring.from_params(state["ring"]) if state is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise click.ClickException(f"{data_dir / 'hive.json'} is damaged: {exc}") from exc
+    if state is None or ring is None:
         raise click.ClickException(f"{data_dir} holds no hive (no hive.json)")
     pid = state.get("pid")
     if isinstance(pid, int) and _alive(pid):
         raise click.ClickException(f"the hive on {data_dir} is running (pid {pid}): stop it first")
-    ring = Ring.from_params(state["ring"])
-    reports = verify_data_dir(data_dir, ring.owner)
+    reports = verify_data_dir(data_dir, ring.owner, limit=limit)
     for report in reports.values():
         click.echo(report.summary())
-    if not reports or not all(r.ok for r in reports.values()):
+    # The ring in hive.json names the workers whose stores the crawl must have.
+    missing = [i for i in range(ring.procs) if i not in reports]
+    for i in missing:
+        click.echo(f"{worker_dir(data_dir, i)}: missing (hive.json names {ring.procs} workers)")
+    if missing or not all(r.ok for r in reports.values()):
         sys.exit(1)
 
 
