@@ -68,6 +68,11 @@ NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
 # Counters that move whenever a worker does anything with a URL (for the end of the batch).
 MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0
+# cpu% is each child's CPU time over the last CPU_WINDOW seconds, sampled every CPU_SAMPLE.
+CPU_WINDOW = 10.0
+CPU_SAMPLE = 1.0
+# pages/s is the pages this start fetched over the last RATE_WINDOW seconds.
+RATE_WINDOW = 60.0
 
 
 @dataclass(slots=True)
@@ -79,6 +84,27 @@ class Child:
     deaths: deque[float] = field(default_factory=deque)
     restart_at: float = 0.0
     ps: psutil.Process | None = None
+    cpu: deque[tuple[float, float]] = field(default_factory=deque)
+
+    def sample_cpu(self, now: float) -> None:
+        """Record the process's CPU seconds at ``now``; keep a window of CPU_WINDOW."""
+        if self.ps is None:
+            return
+        try:
+            times = self.ps.cpu_times()
+        except psutil.Error:
+            return
+        samples = self.cpu
+        samples.append((now, times.user + times.system))
+        while len(samples) > 2 and now - samples[1][0] >= CPU_WINDOW:
+            samples.popleft()
+
+    def cpu_percent(self) -> float | None:
+        """CPU use over the recent window in % of one core; None before two samples."""
+        if len(self.cpu) < 2:
+            return None
+        (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
+        return round(100 * (c1 - c0) / (t1 - t0), 1) if t1 > t0 else None
 
 
 @dataclass(slots=True)
@@ -128,8 +154,13 @@ class Supervisor:
         self._stop_sent = False
         self._children_stopped = False
         self._stop_deadline = 0.0
-        self._rates: deque[tuple[float, int]] = deque(maxlen=120)
-        self.pages_before = 0
+        self._rates: deque[tuple[float, int]] = deque()
+        self._next_cpu = 0.0
+        # Pages fetched by this start: each worker's frontier/done/ok above the highest
+        # value it had before (on disk at open, or in an earlier report), so neither a
+        # resume's old pages nor a restarted worker's first report counts as new.
+        self.pages_this_start = 0
+        self._pages_seen: dict[int, int] = {}
         self.resized: Resize | None = None
 
     # -- open ------------------------------------------------------------------------
@@ -163,7 +194,7 @@ class Supervisor:
             added = self.add(self.seeds, time.time())
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
-        self.pages_before = sum(pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs))
+        self._pages_seen = {i: pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs)}
         from hive.splitter import run_splitter  # imported here: only the children run them
 
         spawn = multiprocessing.get_context("spawn")
@@ -211,8 +242,8 @@ class Supervisor:
         child.process = child.start()
         child.process.start()
         child.ps = psutil.Process(child.process.pid) if child.process.pid else None
-        if child.ps is not None:
-            child.ps.cpu_percent(None)
+        child.cpu.clear()
+        child.sample_cpu(time.monotonic())
         log.info("%s started, pid %s", child.name, child.process.pid)
 
     def _write_state(self) -> None:
@@ -293,10 +324,10 @@ class Supervisor:
                                    if child.process else None}
             alive = child.process is not None and child.process.is_alive()
             row["alive"] = alive
+            row["cpu"] = child.cpu_percent() if alive else None
             if alive and child.ps is not None:
                 try:
                     with child.ps.oneshot():
-                        row["cpu"] = child.ps.cpu_percent(None)
                         row["rss_mb"] = round(child.ps.memory_info().rss / 2**20, 1)
                         row["open_files"] = child.ps.num_fds()
                 except psutil.Error:
@@ -309,6 +340,8 @@ class Supervisor:
         return {
             "data_dir": str(self.data_dir), "procs": self.procs, "started": self.started,
             "stopping": self.stopping, "processes": rows, "totals": self.totals(),
+            "waiting": self.waiting(), "cpu_window": CPU_WINDOW,
+            "fetch_total_timeout": self.cfg.fetch.total_timeout,
             "outbox": len(self.outbox),
             "resize": self.resized.to_dict() if self.resized is not None else None,
         }
@@ -316,7 +349,7 @@ class Supervisor:
     def totals(self) -> dict[str, float]:
         keys = ("frontier/pending", "frontier/admitted", "frontier/done/ok",
                 "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",
-                "frontier/hosts/parked", "outbox/size")
+                "frontier/hosts/waiting", "frontier/hosts/parked", "outbox/size")
         out: dict[str, float] = dict.fromkeys(keys, 0)
         done = errors = 0
         for report in self.reports.values():
@@ -329,15 +362,61 @@ class Supervisor:
                         errors += value
         out["fetched"] = done
         out["errors"] = errors
+        out["pages_this_start"] = self.pages_this_start
         out["pages_per_s"] = self._rate()
         return out
 
+    def waiting(self) -> dict[str, Any] | None:
+        """What the rest of the batch waits for, when all that is left waits.
+
+        None while a host is ready, a fetch is in flight or nothing is pending.
+        Else the host due first across the workers' last reports: ``until``
+        (epoch seconds), ``why`` (``retry_after``, ``backoff``, ``robots_retry``,
+        ``crawl_delay`` or ``delay``), ``status`` (the HTTP status that put it off,
+        or None), ``host``, ``worker``, and ``hosts`` waiting in all.
+        """
+        t = self.totals()
+        if not t["frontier/pending"] or t["worker/in_flight"] or t["frontier/hosts/ready"]:
+            return None
+        first: tuple[float, int] | None = None
+        for worker, report in self.reports.items():
+            until = report.stats.get("frontier/wait/until")
+            if isinstance(until, int | float) and (first is None or until < first[0]):
+                first = until, worker
+        if first is None:
+            return None
+        until, worker = first
+        stats = self.reports[worker].stats
+        status = stats.get("frontier/wait/status")
+
+        def named(prefix: str) -> str:
+            return next((k[len(prefix):] for k in stats if k.startswith(prefix)), "")
+
+        return {
+            "until": until, "why": named("frontier/wait/why/"),
+            "host": named("frontier/wait/host/"),
+            "status": status if isinstance(status, int) else None, "worker": worker,
+            "hosts": t["frontier/hosts/waiting"] + t["frontier/hosts/parked"],
+        }
+
     def _rate(self) -> float:
-        """Pages per second over the last minute of reports."""
+        """Pages this start fetched per second, over the last RATE_WINDOW seconds."""
         if len(self._rates) < 2:
             return 0.0
         (t0, n0), (t1, n1) = self._rates[0], self._rates[-1]
         return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def _sample(self, now: float) -> None:
+        """Take this turn's samples: pages for the rate, and each child's CPU time."""
+        if not self._rates or now - self._rates[-1][0] >= 1.0:
+            self._rates.append((now, self.pages_this_start))
+            while len(self._rates) > 2 and now - self._rates[1][0] >= RATE_WINDOW:
+                self._rates.popleft()
+        clock = time.monotonic()
+        if clock >= self._next_cpu:
+            self._next_cpu = clock + CPU_SAMPLE
+            for child in self.children:
+                child.sample_cpu(clock)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -351,15 +430,11 @@ class Supervisor:
                 )
         self.store.commit(now)
         self._reap(now)
-        ok = sum(r.stats.get("frontier/done/ok", 0) for r in self.reports.values())
-        if not self._rates or now - self._rates[-1][0] >= 1.0:
-            self._rates.append((now, ok))
-            while self._rates and now - self._rates[0][0] > 60:
-                self._rates.popleft()
+        self._sample(now)
         if self.stopping:
             self._stop_children(now)
         else:
-            if self.max_pages and ok - self.pages_before >= self.max_pages:
+            if self.max_pages and self.pages_this_start >= self.max_pages:
                 self.request_stop(f"--max-pages {self.max_pages} reached")
             elif self._batch_ended():
                 self.request_stop("the batch ended: nothing pending or in flight anywhere")
@@ -383,8 +458,17 @@ class Supervisor:
                 if isinstance(number, int) and number > report.number:
                     report.number, report.idle = number, bool(stats.get("hive/idle"))
                     report.stats, report.time = dict(stats), now
+                    self._count_pages(message.worker, stats.get("frontier/done/ok"))
             elif isinstance(message, wire.Ack):
                 self.outbox.ack(message.seq, message.part, message.parts)
+
+    def _count_pages(self, worker: int, done: object) -> None:
+        if not isinstance(done, int):
+            return
+        seen = self._pages_seen.get(worker, 0)
+        if done > seen:
+            self.pages_this_start += done - seen
+            self._pages_seen[worker] = done
 
     def _batch_ended(self) -> bool:
         """Two successive rounds with every worker idle, every outbox empty, no counter moved."""

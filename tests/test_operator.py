@@ -1,0 +1,197 @@
+"""What an operator sees of a running hive: the tail of a batch, a warm stop, the rate after
+a resume, add and deny. The real CLI in subprocesses against small servers on loopback whose
+answers (a 429 with Retry-After, a slow page) make each situation happen on cue."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from hive import config
+from hive.supervisor import CPU_WINDOW, Child
+from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+RETRY_AFTER = 40
+SLOW = 3.0
+
+
+class Handler(BaseHTTPRequestHandler):
+    """robots.txt: 404 (allow all); /busy: 429 with Retry-After; /slow: a page after SLOW
+    seconds; any other path: a page linking to nothing."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        if self.path == "/robots.txt":
+            self._answer(404, b"")
+        elif self.path == "/busy":
+            self._answer(429, b"slow down\n", ("Retry-After", str(RETRY_AFTER)))
+        else:
+            if self.path == "/slow":
+                time.sleep(SLOW)
+            self._answer(200, b"<html><body>a page</body></html>")
+
+    def _answer(self, status: int, body: bytes, *headers: tuple[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer((WEB_ADDRESS, 0), Handler)
+    httpd.paths = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class Hive:
+    """``hive`` commands for one data directory, crawling ``*.test`` on the server."""
+
+    def __init__(self, tmp: Path, server: ThreadingHTTPServer) -> None:
+        self.tmp, self.data = tmp, tmp / "data"
+        self.port = server.server_address[1]
+        cfg = config.load(environ={}).replace(
+            dns={"resolve": [f"*.test={WEB_ADDRESS}"], "allow_nets": [f"{WEB_ADDRESS}/32"]},
+            politeness={"min_delay": 0.05, "max_delay": 0.2},
+            fetch={"threads": 2, "total_timeout": 10.0},
+        )
+        lines = []
+        for section, values in cfg.to_dict().items():
+            lines.append(f"[{section}]")
+            lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+        self.config = tmp / "hive.toml"
+        self.config.write_text("\n".join(lines) + "\n")
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.runs = 0
+
+    def url(self, host: str, path: str = "/") -> str:
+        return f"http://{host}.test:{self.port}{path}"
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "cli", "--config", str(self.config), *args]
+
+    def start(self, procs: int, *urls: str) -> subprocess.Popen[str]:
+        """``hive start`` in the background with the progress line on; output in a file."""
+        self.runs += 1
+        seeds = self.tmp / f"seeds-{self.runs}.txt"
+        seeds.write_text("".join(f"{url}\n" for url in urls))
+        self.out = self.tmp / f"start-{self.runs}.out"
+        with self.out.open("w") as out:
+            process = subprocess.Popen(
+                self.command("start", "--procs", str(procs), "--data", str(self.data),
+                             "--seeds", str(seeds)),
+                env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True,
+            )
+        LAUNCHED.append(process)
+        return process
+
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(*args, "--data", str(self.data)), env=self.env,
+                              cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+    def status(self) -> dict[str, Any] | None:
+        result = self.run("status", "--json")
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def stop(self, process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+        result = self.run("stop")
+        assert result.returncode == 0, result.stderr
+        process.wait(timeout=60)
+        return result
+
+
+@pytest.mark.slow
+def test_the_tail_of_a_batch_says_what_waits_and_until_when(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    hive = Hive(tmp_path, server)
+    process = hive.start(2, hive.url("busy", "/busy"))
+    asked = time.time()
+    status = wait_for(lambda: (s := hive.status()) and s["waiting"] and s, timeout=30)
+    waiting = status["waiting"]
+    assert waiting["why"] == "retry_after" and waiting["status"] == 429
+    assert waiting["host"] == f"busy.test:{hive.port}" and waiting["hosts"] == 1
+    assert asked + RETRY_AFTER - 15 < waiting["until"] <= time.time() + RETRY_AFTER
+    text = " ".join(hive.run("status").stdout.split())  # the notes wrap at the width
+    assert f"waiting: 1 host, next busy.test:{hive.port} at " in text
+    assert "the server's Retry-After (HTTP 429)" in text
+    wait_for(lambda: "the server's Retry-After (HTTP 429)" in hive.out.read_text(), timeout=10)
+    hive.stop(process)
+
+
+@pytest.mark.slow
+def test_stop_says_what_it_waits_for(tmp_path: Path, server: ThreadingHTTPServer) -> None:
+    hive = Hive(tmp_path, server)
+    process = hive.start(2, hive.url("slow", "/slow"))
+    wait_for(lambda: "/slow" in server.paths, timeout=30)  # type: ignore[attr-defined]
+    wait_for(lambda: (s := hive.status()) and s["totals"]["worker/in_flight"] == 1, timeout=10)
+    result = hive.stop(process)
+    assert "stopping: waiting for 1 fetch in flight to finish (worker " in result.stderr
+    assert "each ends within 10s" in result.stderr
+    assert result.stdout.strip() == f"hive on {hive.data} stopped"
+
+
+@pytest.mark.slow
+def test_the_rate_after_a_resume_counts_only_this_starts_pages(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    hive = Hive(tmp_path, server)
+    first = hive.start(2, *(hive.url(f"h{i}", "/page") for i in range(12)))
+    first.wait(timeout=60)
+    assert first.returncode == 0, hive.out.read_text()
+    process = hive.start(2, hive.url("slow", "/slow"))
+    # Every worker has reported and the hive has sampled for a second or more (cpu% and
+    # the rate take a sample a second).
+    status = wait_for(lambda: (s := hive.status()) and all(
+        row.get("stats") and row["cpu"] is not None
+        for row in s["processes"] if row["role"] != "splitter") and s, timeout=30)
+    totals = status["totals"]
+    assert totals["frontier/done/ok"] == 12
+    assert totals["pages_per_s"] == 0.0, totals
+    assert totals["pages_this_start"] == 0
+    assert "pages this start" in hive.run("status").stdout
+    hive.stop(process)
+
+
+def test_cpu_is_measured_over_a_fixed_window_whoever_asks() -> None:
+    """cpu% comes from the supervisor's own samples: asking twice gives the same figure
+    (it used to be CPU since whichever client asked last, so 0.0 the second time)."""
+    child = Child("worker 0", "worker-00.log", start=lambda: None)  # type: ignore[arg-type,return-value]
+    child.ps = psutil.Process()
+    assert child.cpu_percent() is None
+    child.sample_cpu(0.0)
+    spent = time.process_time() + 0.2
+    while time.process_time() < spent:
+        pass
+    child.sample_cpu(1.0)
+    first = child.cpu_percent()
+    assert first is not None and 15 <= first <= 100
+    assert child.cpu_percent() == first
+    for second in range(2, 100):
+        child.sample_cpu(float(second))
+    assert len(child.cpu) <= CPU_WINDOW + 2
+    assert 99.0 - child.cpu[0][0] <= CPU_WINDOW + 1
+    assert child.cpu_percent() is not None and child.cpu_percent() < first
