@@ -405,19 +405,90 @@ def stop(data_dir: Path, now: bool) -> None:
 @DATA
 @click.argument("urls", nargs=-1, required=True)
 def add(data_dir: Path, urls: tuple[str, ...]) -> None:
-    """Add URLs to a running hive (- reads them from stdin)."""
+    """Add URLs to a running hive (- reads them from stdin).
+
+    The supervisor refuses malformed URLs at once (each with its reason) and
+    queues the rest for their owners; the owners then say which were new and
+    which they had already seen (or refused: a denied host, over its budget).
+    That answer is waited for up to 10 s. A URL whose owner restarts meanwhile
+    may be counted as seen. Exits 1 when no URL was added.
+    """
     items = _read_urls("-") if urls == ("-",) else list(urls)
-    result = _call(data_dir, "add", urls=items)
-    click.echo(f"added {result['accepted']} URLs ({result['refused']} refused)")
+    with _client(data_dir) as client:
+        try:
+            queued = _ask(client, "add", urls=items)
+            answer = _owners_answer(client, queued) if queued["accepted"] else {}
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from exc
+    refused = sum(queued["refused"].values())
+    for example in queued["examples"]:
+        click.echo(f"add: refused {example}", err=True)
+    if refused > len(queued["examples"]):
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(queued["refused"].items()))
+        click.echo(f"add: refused {refused} in all ({reasons})", err=True)
+    if answer is None:
+        click.echo(f"queued {queued['accepted']} URLs for their owners, {refused} refused; "
+                   "no answer from the owners within 10 s: `hive status` shows their "
+                   "admitted and duplicate counts")
+        return
+    new, seen, owner_refused = (answer.get(k, 0) for k in ("new", "seen", "refused"))
+    click.echo(f"added {new}, already seen {seen}, refused {refused + owner_refused}"
+               + (f" ({owner_refused} by their owner)" if owner_refused else ""))
+    if not new:
+        sys.exit(1)
+
+
+def _ask(client: ControlClient, cmd: str, **args: Any) -> dict[str, Any]:
+    """A control call whose result is an object."""
+    result = client.call(cmd, **args)
+    if not isinstance(result, dict):
+        raise ControlError(f"{cmd}: the hive answered {type(result).__name__}, not an object")
+    return result
+
+
+def _owners_answer(client: ControlClient, queued: dict[str, Any]) -> dict[str, int] | None:
+    """The owners' counts for an add's batches once they cover every URL, or None (10 s)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        answer = _ask(client, "add_answer", batches=queued["batches"])
+        if sum(answer.values()) >= queued["accepted"]:
+            return answer
+        time.sleep(0.1)
+    return None
 
 
 @main.command()
 @DATA
 @click.argument("hosts", nargs=-1, required=True)
 def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
-    """Take hosts (HOST[:PORT]) out of a running crawl: pending URLs end as denied."""
-    result = _call(data_dir, "deny", hosts=list(hosts))
-    click.echo("denied: " + ", ".join(result["denied"]))
+    """Take hosts (HOST[:PORT]) out of a running crawl: pending URLs end as denied.
+
+    A host is HOST:PORT when its port is not its scheme's default. Warns about
+    a host no worker has seen (it is denied all the same: URLs of it found later
+    end as denied).
+    """
+    with _client(data_dir) as client:
+        try:
+            result = _ask(client, "deny", hosts=list(hosts))
+            deadline = time.monotonic() + 10
+            while True:
+                answer = _ask(client, "deny_answer", id=result["id"])
+                if answer["answered"] >= answer["workers"] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from exc
+    denied: list[str] = result["denied"]
+    click.echo("denied: " + ", ".join(denied))
+    if answer["answered"] < answer["workers"]:
+        click.echo("deny: not every worker confirmed within 10 s; `hive status` shows them",
+                   err=True)
+        return
+    for i, host in enumerate(denied):
+        if i not in answer["known"]:
+            click.echo(f"deny: warning: {host} is not in the crawl: no worker has seen it "
+                       "(a port left out? a host is HOST:PORT unless the port is the "
+                       "scheme's default)", err=True)
 
 
 @main.command()

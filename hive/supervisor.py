@@ -37,7 +37,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
@@ -64,6 +64,10 @@ from hive.urls import canonicalize, host_key
 log = logging.getLogger(__name__)
 
 SEED_BATCH = 1000
+# hive add shows this many refused URLs (the rest are counted by reason); hive deny takes
+# this many hosts at a time (a worker answers for each in its stats).
+REFUSED_SHOWN = 20
+MAX_DENY = 100
 NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
 # Counters that move whenever a worker does anything with a URL (for the end of the batch).
 MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
@@ -105,6 +109,26 @@ class Child:
             return None
         (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
         return round(100 * (c1 - c0) / (t1 - t0), 1) if t1 > t0 else None
+
+
+@dataclass(slots=True)
+class Queued:
+    """What ``queue`` did with URLs: how many went to the outbox, in which batches, and
+    the refused ones by reason, with the first few (bounded) as examples."""
+
+    accepted: int = 0
+    batches: list[int] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    def refuse(self, exc: URLError) -> None:
+        self.refused[exc.reason] += 1
+        if len(self.examples) < REFUSED_SHOWN:
+            self.examples.append(str(exc))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "batches": self.batches,
+                "refused": dict(self.refused), "examples": self.examples}
 
 
 @dataclass(slots=True)
@@ -162,6 +186,7 @@ class Supervisor:
         self.pages_this_start = 0
         self._pages_seen: dict[int, int] = {}
         self.resized: Resize | None = None
+        self._denies = 0
 
     # -- open ------------------------------------------------------------------------
 
@@ -182,6 +207,7 @@ class Supervisor:
         self.curve = self.endpoints.curve(self.ctx)
         self.control = ControlServer(self.ctx, self.endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
+            "add_answer": self._add_answer, "deny_answer": self._deny_answer,
         }, curve=self.curve)
         self.inbox = pull(self.ctx, self.endpoints.supervisor, self.curve)
         self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
@@ -263,40 +289,74 @@ class Supervisor:
 
     def add(self, urls: list[str], now: float) -> tuple[int, int]:
         """Put URLs in the supervisor's outbox as seeds; (accepted, refused)."""
-        records, refused = [], 0
+        queued = self.queue(urls, now)
+        return queued.accepted, sum(queued.refused.values())
+
+    def queue(self, urls: list[str], now: float) -> Queued:
+        """Put URLs in the supervisor's outbox as seeds, for their owners to admit."""
+        queued, records = Queued(), []
         for url in urls:
             try:
                 canonical = canonicalize(url.strip(), max_length=self.cfg.scope.max_url_length)
             except URLError as exc:
-                refused += 1
+                queued.refuse(exc)
                 log.warning("refused seed %r: %s", url, exc)
                 continue
             records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
         for i in range(0, len(records), SEED_BATCH):
-            self.outbox.put(records[i : i + SEED_BATCH], now)
+            queued.batches.append(self.outbox.put(records[i : i + SEED_BATCH], now))
         self.store.commit(now)
-        return len(records), refused
+        queued.accepted = len(records)
+        return queued
 
     def _add(self, request: dict[str, Any]) -> object:
         urls = request.get("urls")
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise ValueError("add: 'urls' must be a list of strings")
-        accepted, refused = self.add(urls, time.time())
-        return {"accepted": accepted, "refused": refused}
+            raise ValueError("'urls' must be a list of strings")
+        return self.queue(urls, time.time()).to_dict()
+
+    def _add_answer(self, request: dict[str, Any]) -> object:
+        """What the owners made of the batches of an add: new, seen, refused (see workerproc)."""
+        batches = request.get("batches")
+        if not isinstance(batches, list) or not all(isinstance(b, int) for b in batches):
+            raise ValueError("'batches' must be a list of integers")
+        answer = dict.fromkeys(("new", "seen", "refused"), 0)
+        for report in self.reports.values():
+            for seq in batches:
+                for kind in answer:
+                    value = report.stats.get(f"add/{seq}/{kind}")
+                    answer[kind] += value if isinstance(value, int) else 0
+        return answer
 
     def _deny(self, request: dict[str, Any]) -> object:
         hosts = request.get("hosts")
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
-            raise ValueError("deny: 'hosts' must be a list of strings")
+            raise ValueError("'hosts' must be a list of strings")
+        if len(hosts) > MAX_DENY:
+            raise ValueError(f"at most {MAX_DENY} hosts at a time, got {len(hosts)}")
         keys = []
         for host in hosts:
             try:
                 keys.append(host_key(canonicalize(host if "//" in host else f"http://{host}/")))
             except URLError as exc:
-                raise ValueError(f"deny: {host!r} is not a host: {exc}") from exc
+                raise ValueError(f"{host[:200]!r} is not a host: {exc}") from exc
+        self._denies += 1
+        command = wire.encode_command("deny", {"hosts": keys, "id": self._denies})
         for sock in self.commands:
-            sock.send_multipart(wire.encode_command("deny", {"hosts": keys}), flags=zmq.NOBLOCK)
-        return {"denied": keys}
+            with contextlib.suppress(zmq.Again):
+                sock.send_multipart(command, flags=zmq.NOBLOCK)
+        return {"denied": keys, "id": self._denies}
+
+    def _deny_answer(self, request: dict[str, Any]) -> object:
+        """Which workers have applied deny ``id``, and which of its hosts any of them knew."""
+        ask = request.get("id")
+        if not isinstance(ask, int):
+            raise ValueError("'id' must be an integer")
+        answered = [r for r in self.reports.values() if r.stats.get(f"deny/{ask}")]
+        prefix = f"deny/{ask}/"
+        known = sorted({int(k[len(prefix):]) for r in answered for k in r.stats
+                        if k.startswith(prefix) and k[len(prefix):].isdigit()})
+        return {"answered": len(answered), "workers": self.procs, "known": known}
 
     def _stop(self, request: dict[str, Any]) -> object:
         self.request_stop("stop requested" + (" (now)" if request.get("now") else ""),

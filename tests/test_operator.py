@@ -195,3 +195,42 @@ def test_cpu_is_measured_over_a_fixed_window_whoever_asks() -> None:
     assert len(child.cpu) <= CPU_WINDOW + 2
     assert 99.0 - child.cpu[0][0] <= CPU_WINDOW + 1
     assert child.cpu_percent() is not None and child.cpu_percent() < first
+
+
+@pytest.mark.slow
+def test_add_says_what_was_added_seen_and_refused(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    hive = Hive(tmp_path, server)
+    busy = hive.url("busy", "/busy")
+    process = hive.start(2, busy)
+    wait_for(lambda: "/busy" in server.paths, timeout=30)  # type: ignore[attr-defined]
+    result = hive.run("add", hive.url("h1", "/page"), busy, "ftp://files.test/a", "http://")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "added 1, already seen 1, refused 2"
+    assert "add: refused scheme: ftp: 'ftp://files.test/a'" in result.stderr
+    assert result.stderr.count("add: refused ") == 2
+    result = hive.run("add", busy, hive.url("h1", "/page"))
+    assert result.returncode == 1
+    assert result.stdout.strip() == "added 0, already seen 2, refused 0"
+    result = hive.run("add", "ftp://files.test/b")
+    assert result.returncode == 1 and result.stdout.strip() == "added 0, already seen 0, refused 1"
+    hive.stop(process)
+
+
+@pytest.mark.slow
+def test_deny_warns_of_a_host_not_in_the_crawl(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    hive = Hive(tmp_path, server)
+    process = hive.start(2, hive.url("busy", "/busy"))
+    wait_for(lambda: "/busy" in server.paths, timeout=30)  # type: ignore[attr-defined]
+    result = hive.run("deny", "busy.test")
+    assert result.returncode == 0 and result.stdout.strip() == "denied: busy.test"
+    assert "deny: warning: busy.test is not in the crawl: no worker has seen it" in result.stderr
+    result = hive.run("deny", f"busy.test:{hive.port}")
+    assert result.returncode == 0 and result.stdout.strip() == f"denied: busy.test:{hive.port}"
+    assert result.stderr == ""
+    result = hive.run("deny", "not a host")
+    assert result.returncode == 1 and result.stderr.count("deny:") == 1, result.stderr
+    hive.stop(process)
