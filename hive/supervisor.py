@@ -429,14 +429,16 @@ class Supervisor:
     def waiting(self) -> dict[str, Any] | None:
         """What the rest of the batch waits for, when all that is left waits.
 
-        None while a host is ready, a fetch is in flight or nothing is pending.
+        None while a host is ready, a fetch is in flight, nothing is pending or a
+        worker has not reported (since it started).
         Else the host due first across the workers' last reports: ``until``
         (epoch seconds), ``why`` (``retry_after``, ``backoff``, ``robots_retry``,
         ``crawl_delay`` or ``delay``), ``status`` (the HTTP status that put it off,
         or None), ``host``, ``worker``, and ``hosts`` waiting in all.
         """
         t = self.totals()
-        if not t["frontier/pending"] or t["worker/in_flight"] or t["frontier/hosts/ready"]:
+        if (any(r.number == 0 for r in self.reports.values()) or not t["frontier/pending"]
+                or t["worker/in_flight"] or t["frontier/hosts/ready"]):
             return None
         first: tuple[float, int] | None = None
         for worker, report in self.reports.items():

@@ -19,7 +19,11 @@ import psutil
 import pytest
 
 from hive import config
-from hive.supervisor import CPU_WINDOW, Child
+from hive.endpoints import Endpoints
+from hive.frontier import Outcome
+from hive.supervisor import CPU_WINDOW, Child, Supervisor
+from hive.worker import DELAYED_HOSTS, Worker
+from hive.workerproc import ANSWERS, WorkerProcess
 from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,3 +238,74 @@ def test_deny_warns_of_a_host_not_in_the_crawl(
     result = hive.run("deny", "not a host")
     assert result.returncode == 1 and result.stderr.count("deny:") == 1, result.stderr
     hive.stop(process)
+
+
+# -- the figures behind them, on the real classes ---------------------------------------
+
+
+def reported(supervisor: Supervisor, worker: int, number: int, **stats: Any) -> None:
+    """A worker's stats report as the supervisor's inbox takes it."""
+    report = supervisor.reports[worker]
+    report.number, report.stats = number, dict(stats)
+    supervisor._count_pages(worker, stats.get("frontier/done/ok"))
+
+
+def test_pages_this_start_ignore_a_resumes_pages_and_a_restarted_worker(tmp_path: Path) -> None:
+    supervisor = Supervisor(config.load(environ={}), tmp_path, 2)
+    supervisor._pages_seen = {0: 500, 1: 300}  # on disk at open
+    reported(supervisor, 0, 1, **{"frontier/done/ok": 500})
+    reported(supervisor, 1, 1, **{"frontier/done/ok": 310})
+    assert supervisor.pages_this_start == 10
+    reported(supervisor, 1, 2, **{"frontier/done/ok": 305})  # restarted: lost 5 uncommitted
+    reported(supervisor, 1, 3, **{"frontier/done/ok": 312})
+    assert supervisor.pages_this_start == 12
+
+
+def test_waiting_only_when_all_that_is_left_waits(tmp_path: Path) -> None:
+    supervisor = Supervisor(config.load(environ={}), tmp_path, 2)
+    left = {"frontier/pending": 3, "frontier/hosts/parked": 1}
+    a = {**left, "frontier/wait/until": 900.0, "frontier/wait/why/backoff": 1,
+         "frontier/wait/host/a.test:8080": 1, "frontier/wait/status": 503}
+    b = {**left, "frontier/wait/until": 800.0, "frontier/wait/why/robots_retry": 1,
+         "frontier/wait/host/b.test": 1}
+    reported(supervisor, 0, 1, **a)
+    assert supervisor.waiting() is None, "worker 1 has not reported yet"
+    reported(supervisor, 1, 1, **b)
+    assert supervisor.waiting() == {"until": 800.0, "why": "robots_retry", "host": "b.test",
+                                    "status": None, "worker": 1, "hosts": 2}
+    reported(supervisor, 1, 2, **a)
+    assert supervisor.waiting() == {"until": 900.0, "why": "backoff", "host": "a.test:8080",
+                                    "status": 503, "worker": 0, "hosts": 2}
+    reported(supervisor, 0, 2, **{**a, "worker/in_flight": 1})
+    assert supervisor.waiting() is None
+    reported(supervisor, 0, 3, **{**a, "frontier/hosts/ready": 1})
+    assert supervisor.waiting() is None
+
+
+def test_a_workers_memory_of_delayed_hosts_is_bounded(tmp_path: Path) -> None:
+    worker = Worker(config.load(environ={}).replace(fetch={"threads": 1}), tmp_path / "store",
+                    warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    try:
+        for i in range(DELAYED_HOSTS + 50):
+            worker._remember_delay(f"h{i}.test", Outcome("http_503", 503))
+        assert len(worker.delayed) == DELAYED_HOSTS
+        assert worker.delayed[f"h{DELAYED_HOSTS + 49}.test"] == ("backoff", 503)
+        worker._remember_delay("h0.test", Outcome("robots_retry", 500, retry_after=5.0))
+        worker._remember_delay("h1.test", Outcome("http_429", 429, retry_after=5.0))
+        worker._remember_delay(f"h{DELAYED_HOSTS + 49}.test", Outcome("ok", 200))
+        assert worker.delayed["h0.test"] == ("robots_retry", 500)
+        assert worker.delayed["h1.test"] == ("retry_after", 429)
+        assert f"h{DELAYED_HOSTS + 49}.test" not in worker.delayed
+        assert len(worker.delayed) <= DELAYED_HOSTS
+    finally:
+        worker.close()
+
+
+def test_a_workers_answers_are_bounded_and_the_first_stands(tmp_path: Path) -> None:
+    role = WorkerProcess(config.load(environ={}), tmp_path, 0, Endpoints(tmp_path))
+    role._answer("add/1/new", 5)
+    role._answer("add/1/new", 0)  # the batch resent: its URLs are seen now
+    assert role.answers["add/1/new"] == 5
+    for i in range(ANSWERS + 10):
+        role._answer(f"deny/{i}", 1)
+    assert len(role.answers) == ANSWERS and "add/1/new" not in role.answers
