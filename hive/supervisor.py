@@ -4,8 +4,12 @@ It takes the data directory's lock, records ``DATA/hive.json`` (endpoints,
 pids, ring, the config in force), starts the splitter and N workers with the
 ``spawn`` method, and then, each turn:
 
-- answers the control socket (status, stop, add, deny); a bad request gets an
-  error reply and never takes it down;
+- answers the control socket (status, stop, add, deny, and the owners' answers
+  to an add or a deny, which workers give in their stats reports); a bad
+  request gets an error reply and never takes it down;
+- measures what ``status`` shows: pages this start fetched per second over the
+  last minute, and each child's CPU over the last CPU_WINDOW seconds, sampled
+  on its own turns (not when a client asks);
 - keeps seeds and ``hive add`` URLs in an outbox of its own
   (``DATA/supervisor``) until the owners acknowledge them, like any worker;
 - restarts a child that died, after a backoff that doubles with each death in
@@ -289,18 +293,19 @@ class Supervisor:
 
     def add(self, urls: list[str], now: float) -> tuple[int, int]:
         """Put URLs in the supervisor's outbox as seeds; (accepted, refused)."""
-        queued = self.queue(urls, now)
+        queued = self.queue(urls, now, logging.WARNING)
         return queued.accepted, sum(queued.refused.values())
 
-    def queue(self, urls: list[str], now: float) -> Queued:
-        """Put URLs in the supervisor's outbox as seeds, for their owners to admit."""
+    def queue(self, urls: list[str], now: float, level: int = logging.INFO) -> Queued:
+        """Put URLs in the supervisor's outbox as seeds, for their owners to admit; log each
+        refusal at ``level`` (``hive add`` shows its refusals to whoever added them)."""
         queued, records = Queued(), []
         for url in urls:
             try:
                 canonical = canonicalize(url.strip(), max_length=self.cfg.scope.max_url_length)
             except URLError as exc:
                 queued.refuse(exc)
-                log.warning("refused seed %r: %s", url, exc)
+                log.log(level, "refused seed %r: %s", url, exc)
                 continue
             records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
         for i in range(0, len(records), SEED_BATCH):

@@ -220,6 +220,8 @@ def test_add_says_what_was_added_seen_and_refused(
     result = hive.run("add", "ftp://files.test/b")
     assert result.returncode == 1 and result.stdout.strip() == "added 0, already seen 0, refused 1"
     hive.stop(process)
+    # The refusals are told to whoever added the URLs, not written over the hive's live line.
+    assert "ftp://files.test" not in hive.out.read_text()
 
 
 @pytest.mark.slow
