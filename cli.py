@@ -8,10 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +19,7 @@ from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
 from hive.lifecycle import read_state, worker_dir
+from hive.statustext import stopping_note, waiting_note
 
 if TYPE_CHECKING:
     from hive.control import ControlClient
@@ -201,147 +199,13 @@ def _call(data_dir: Path, cmd: str, **args: Any) -> Any:
             raise click.ClickException(str(exc)) from exc
 
 
-def _rate(hits: int, misses: int) -> str:
-    return f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
-
-
-def _errors(stats: dict[str, Any]) -> int:
-    from hive.supervisor import NOT_ERRORS
-
-    return sum(v for k, v in stats.items()
-               if k.startswith("frontier/done/") and k[14:] not in NOT_ERRORS)
-
-
-@dataclass(frozen=True)
-class Column:
-    """A column of the status table: ``cell`` reads a process row, ``total`` the totals."""
-
-    title: str
-    width: int
-    cell: Callable[[dict[str, Any]], object]
-    total: Callable[[dict[str, Any]], object] = lambda t: ""
-    keep: int = 0  # narrower terminals drop the highest ``keep`` first
-
-
-def _stat(key: str) -> Callable[[dict[str, Any]], object]:
-    return lambda row: row["stats"].get(key, 0) if "stats" in row else ""
-
-
-def _total(key: str) -> Callable[[dict[str, Any]], object]:
-    return lambda t: t.get(key, 0)
-
-
-COLUMNS = (
-    Column("role", 10, lambda r: r["role"]),
-    Column("pid", 8, lambda r: r.get("pid") or "-"),
-    Column("cpu%", 6, lambda r: "-" if r.get("cpu") is None else f"{r['cpu']:.0f}"),
-    Column("rss MB", 7, lambda r: f"{r['rss_mb']:.0f}" if "rss_mb" in r else "-", keep=1),
-    Column("files", 6, lambda r: r.get("open_files", "-"), keep=4),
-    Column("pending", 9, _stat("frontier/pending"), _total("frontier/pending")),
-    Column("bound", 6, _stat("frontier/hosts/bound"), _total("frontier/hosts/bound"), keep=3),
-    Column("ready", 6, _stat("frontier/hosts/ready"), _total("frontier/hosts/ready"), keep=1),
-    Column("parked", 7, _stat("frontier/hosts/parked"), _total("frontier/hosts/parked"), keep=1),
-    Column("flight", 7, _stat("worker/in_flight"), _total("worker/in_flight")),
-    Column("pages", 9, _stat("frontier/done/ok"), _total("frontier/done/ok")),
-    Column("errors", 7, lambda r: _errors(r["stats"]) if "stats" in r else "",
-           _total("errors")),
-    Column("outbox", 7, _stat("outbox/size"), _total("outbox/size"), keep=2),
-    Column("dns hit", 8, lambda r: _rate(r["stats"].get("dns/hits", 0),
-                                         r["stats"].get("dns/misses", 0)) if "stats" in r else "",
-           keep=5),
-    Column("robots hit", 11, lambda r: _rate(
-        r["stats"].get("robots/hits", 0) + r["stats"].get("robots/loads", 0),
-        r["stats"].get("robots/misses", 0)) if "stats" in r else "", keep=6),
-)
-
-
-def _columns(width: int) -> list[Column]:
-    """The columns that fit ``width``, in table order: the least needed go first."""
-    shown = list(COLUMNS)
-    for level in sorted({c.keep for c in COLUMNS if c.keep}, reverse=True):
-        if sum(c.width for c in shown) <= width:
-            break
-        shown = [c for c in shown if c.keep != level]
-    return shown
-
-
-def _cell(value: object, column: Column, first: bool) -> str:
-    text = f"{value:.0f}" if isinstance(value, float) else str(value)
-    text = text[: column.width - 1]
-    return f"{text:<{column.width}}" if first else f"{text:>{column.width}}"
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(int(seconds), 0)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
-WAIT_REASONS = {
-    "retry_after": "the server's Retry-After",
-    "backoff": "back-off after failed fetches",
-    "robots_retry": "robots.txt retry",
-    "crawl_delay": "robots.txt Crawl-delay",
-    "delay": "politeness delay",
-}
-
-
-def waiting_note(waiting: dict[str, Any] | None, now: float) -> str:
-    """What all that is left of the batch waits for, and until when; empty if nothing waits."""
-    if not waiting:
-        return ""
-    until, hosts = waiting["until"], int(waiting["hosts"])
-    why = WAIT_REASONS.get(waiting["why"], waiting["why"] or "its delay")
-    if waiting.get("status"):
-        why += f" (HTTP {waiting['status']})"
-    return (f"waiting: {hosts} host{'' if hosts == 1 else 's'}, next {waiting['host']} at "
-            f"{time.strftime('%H:%M:%S', time.localtime(until))} (in "
-            f"{_duration(until - now)}): {why}")
-
-
-def stopping_note(status: dict[str, Any]) -> str:
-    """What a stopping hive still waits for: fetches in flight, then processes closing."""
-    if not status.get("stopping"):
-        return ""
-    alive = [row for row in status["processes"] if row.get("alive")]
-    flight = [(row["role"], row.get("stats", {}).get("worker/in_flight", 0)) for row in alive]
-    flight = [(role, n) for role, n in flight if n]
-    if flight:
-        total = sum(n for _, n in flight)
-        each = ", ".join(f"{role}: {n}" for role, n in flight)
-        limit = status.get("fetch_total_timeout")
-        within = f"; each ends within {limit:g}s" if limit else ""
-        return (f"stopping: waiting for {total} fetch{'' if total == 1 else 'es'} in flight "
-                f"to finish ({each}{within})")
-    if alive:
-        return "stopping: waiting for " + ", ".join(row["role"] for row in alive) + " to close"
-    return "stopping"
-
-
 def format_status(status: dict[str, Any], width: int | None = None,
                   now: float | None = None) -> str:
-    """The status table, narrowed to ``width`` columns (the terminal's by default)."""
-    width = width or shutil.get_terminal_size().columns
-    columns = _columns(width)
-    lines = ["".join(_cell(c.title, c, i == 0) for i, c in enumerate(columns))]
-    for row in status["processes"]:
-        lines.append("".join(_cell(c.cell(row), c, i == 0) for i, c in enumerate(columns)))
-    totals = status["totals"]
-    lines.append("".join(_cell("total" if i == 0 else c.total(totals), c, i == 0)
-                         for i, c in enumerate(columns)))
-    notes = [
-        f"{totals['pages_per_s']:.1f} pages/s over the last minute, "
-        f"{totals.get('pages_this_start', 0):.0f} pages this start; cpu% over the last "
-        f"{status.get('cpu_window', 10):g}s",
-        stopping_note(status),
-        waiting_note(status.get("waiting"), time.time() if now is None else now),
-    ]
-    lines += [textwrap.fill(note, width, subsequent_indent="  ", break_on_hyphens=False)
-              for note in notes if note]
-    return "\n".join(lines)
+    """The status table for the terminal's width (hive/statustext.py)."""
+    from hive import statustext
+
+    return statustext.format_status(status, width or shutil.get_terminal_size().columns,
+                                    time.time() if now is None else now)
 
 
 @main.command()

@@ -143,6 +143,12 @@ class Report:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+def errors(stats: dict[str, Any]) -> int:
+    """URLs a worker's stats count as ended in an error (every outcome not in NOT_ERRORS)."""
+    return sum(v for k, v in stats.items() if k.startswith("frontier/done/")
+               and k[14:] not in NOT_ERRORS and isinstance(v, int))
+
+
 def pages_done(store: Path) -> int:
     """Pages a stopped worker's store has recorded as fetched (``frontier/done/ok``)."""
     if not (store / "data.mdb").exists():
@@ -401,6 +407,7 @@ class Supervisor:
                 report = self.reports[int(child.name.split()[1])]
                 row["idle"] = report.idle
                 row["stats"] = report.stats
+                row["errors"] = errors(report.stats)
             rows.append(row)
         return {
             "data_dir": str(self.data_dir), "procs": self.procs, "started": self.started,
@@ -416,17 +423,13 @@ class Supervisor:
                 "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",
                 "frontier/hosts/waiting", "frontier/hosts/parked", "outbox/size")
         out: dict[str, float] = dict.fromkeys(keys, 0)
-        done = errors = 0
         for report in self.reports.values():
             for key, value in report.stats.items():
                 if key in out and isinstance(value, int | float):
                     out[key] += value
-                if key.startswith("frontier/done/") and isinstance(value, int):
-                    done += value
-                    if key[14:] not in NOT_ERRORS:
-                        errors += value
-        out["fetched"] = done
-        out["errors"] = errors
+        out["fetched"] = sum(sum(v for k, v in r.stats.items() if k.startswith("frontier/done/")
+                                 and isinstance(v, int)) for r in self.reports.values())
+        out["errors"] = sum(errors(r.stats) for r in self.reports.values())
         out["pages_this_start"] = self.pages_this_start
         out["pages_per_s"] = self._rate()
         return out

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import cli
-from hive import __version__
+from hive import __version__, statustext
 from hive.frontier import Frontier
 from hive.ring import Ring
 from tests.frontier.conftest import rec, small_config
@@ -74,7 +74,8 @@ def a_status(**extra: Any) -> dict[str, Any]:
     rows: list[dict[str, Any]] = [{"role": "splitter", "pid": 4242, "alive": True, "cpu": 3.5,
                                    "rss_mb": 40.0, "open_files": 12}]
     rows += [{"role": f"worker {i}", "pid": 4243 + i, "alive": True, "cpu": 97.0,
-              "rss_mb": 512.0, "open_files": 1000, "stats": dict(stats)} for i in range(2)]
+              "rss_mb": 512.0, "open_files": 1000, "stats": dict(stats), "errors": 17}
+             for i in range(2)]
     totals = {key: 2.0 * value for key, value in stats.items()}
     totals.update(errors=34.0, pages_per_s=61.5, pages_this_start=3600.0)
     return {"processes": rows, "totals": totals, "stopping": False, "waiting": None,
@@ -93,7 +94,7 @@ def test_the_status_table_fits_the_terminal(width: int) -> None:
 
 def test_a_wide_terminal_shows_every_column() -> None:
     text = cli.format_status(a_status(), width=200)
-    assert all(c.title in text.splitlines()[0] for c in cli.COLUMNS)
+    assert all(c.title in text.splitlines()[0] for c in statustext.COLUMNS)
     assert "90%" in text  # the dns hit rate
 
 
@@ -109,7 +110,7 @@ def test_the_tail_and_a_stop_are_spelled_out() -> None:
     for row in stopping["processes"][1:]:
         row["stats"]["worker/in_flight"] = 0
     stopping["processes"][2]["alive"] = False
-    assert cli.stopping_note(stopping) == "stopping: waiting for splitter, worker 0 to close"
+    assert statustext.stopping_note(stopping) == "stopping: waiting for splitter, worker 0 to close"
 
 
 @pytest.mark.parametrize("watch", ["0", "0.0", "-1"])
@@ -117,3 +118,13 @@ def test_watch_must_be_more_than_zero(tmp_path: Path, watch: str) -> None:
     result = CliRunner().invoke(cli.main, ["status", "--data", str(tmp_path), "--watch", watch])
     assert result.exit_code == 2, result.output
     assert "--watch': 0.0 is not in the range" in result.output or watch == "-1"
+
+
+def test_a_wide_figure_widens_its_line_and_is_never_cut_or_run_together() -> None:
+    status = a_status()
+    worker = status["processes"][1]
+    worker["role"] = "worker 100"
+    worker["stats"].update({"frontier/done/ok": 123456789012, "worker/in_flight": 1234567})
+    line = cli.format_status(status, width=80).splitlines()[2]
+    assert line.split()[:2] == ["worker", "100"]
+    assert "1234567 123456789012" in line
