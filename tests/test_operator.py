@@ -23,7 +23,7 @@ from hive.endpoints import Endpoints
 from hive.frontier import Outcome
 from hive.supervisor import CPU_WINDOW, Child, Supervisor
 from hive.worker import DELAYED_HOSTS, Worker
-from hive.workerproc import ANSWERS, WorkerProcess
+from hive.workerproc import ANSWER_TTL, ANSWERS, WorkerProcess
 from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,9 +305,12 @@ def test_a_workers_memory_of_delayed_hosts_is_bounded(tmp_path: Path) -> None:
 
 def test_a_workers_answers_are_bounded_and_the_first_stands(tmp_path: Path) -> None:
     role = WorkerProcess(config.load(environ={}), tmp_path, 0, Endpoints(tmp_path))
-    role._answer("add/1/new", 5)
-    role._answer("add/1/new", 0)  # the batch resent: its URLs are seen now
-    assert role.answers["add/1/new"] == 5
+    role._answer("add/1/new", 5, 0.0)
+    role._answer("add/1/new", 0, 1.0)  # the batch resent: its URLs are seen now
+    assert role.answers["add/1/new"] == (5, 0.0)
     for i in range(ANSWERS + 10):
-        role._answer(f"deny/{i}", 1)
+        role._answer(f"deny/{i}", 1, 10.0)
     assert len(role.answers) == ANSWERS and "add/1/new" not in role.answers
+    role._answer("deny/x", 1, 10.0 + ANSWER_TTL)
+    role._expire_answers(10.0 + ANSWER_TTL + 0.5)
+    assert list(role.answers) == ["deny/x"]
