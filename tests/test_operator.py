@@ -28,7 +28,7 @@ from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 RETRY_AFTER = 40
-SLOW = 3.0
+SLOW = 8.0  # long enough for two CLI calls to start on a busy machine while it lasts
 
 
 class Handler(BaseHTTPRequestHandler):
