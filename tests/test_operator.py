@@ -242,6 +242,19 @@ def test_deny_warns_of_a_host_not_in_the_crawl(
     hive.stop(process)
 
 
+@pytest.mark.slow
+def test_verify_passes_a_crawl_in_which_workers_own_no_host(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    hive = Hive(tmp_path, server)
+    process = hive.start(3, hive.url("only", "/page"))
+    process.wait(timeout=60)
+    assert process.returncode == 0, hive.out.read_text()
+    result = hive.run("verify")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(": ok (urls 0,") >= 1 and result.stdout.count(": ok") == 3
+
+
 # -- the figures behind them, on the real classes ---------------------------------------
 
 
