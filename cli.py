@@ -20,6 +20,7 @@ from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
 from hive.lifecycle import ExitCode, describe, read_state
+from hive.statustext import stopping_note, waiting_note
 
 if TYPE_CHECKING:
     from hive.control import ControlClient
@@ -183,6 +184,9 @@ class Progress:
         line = (f"pages {t['frontier/done/ok']:>8.0f}  {t['pages_per_s']:6.1f} pages/s  pending "
                 f"{t['frontier/pending']:>8.0f}  hosts ready/bound {t['frontier/hosts/ready']:.0f}/"
                 f"{t['frontier/hosts/bound']:.0f}  errors {t['errors']:.0f}")
+        waiting = waiting_note(self.supervisor.waiting(), now)
+        if waiting:
+            line += f"  {waiting}"
         if self.tty:
             click.echo(f"\r{line}   ", nl=False, file=self.stream)
         else:
@@ -351,63 +355,23 @@ def _call(data_dir: Path, cmd: str, **args: Any) -> Any:
             raise click.ClickException(str(exc)) from exc
 
 
-def _rate(hits: int, misses: int) -> str:
-    return f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
+def format_status(status: dict[str, Any], width: int | None = None,
+                  now: float | None = None) -> str:
+    """The status table for the terminal's width (hive/statustext.py)."""
+    from hive import statustext
 
-
-def format_status(status: dict[str, Any]) -> str:
-    from hive.frontier.refusals import describe
-    from hive.supervisor import NOT_ERRORS
-
-    header = (f"{'role':<10}{'pid':>8}{'cpu%':>7}{'rss MB':>8}{'files':>6}{'pending':>9}"
-              f"{'bound':>7}{'ready':>6}{'parked':>7}{'flight':>7}{'pages':>9}{'errors':>7}"
-              f"{'outbox':>7}{'dns hit':>8}{'robots hit':>11}")
-    lines = [header]
-    for row in status["processes"]:
-        stats = row.get("stats", {})
-        fetched = stats.get("frontier/done/ok", 0)
-        errors = sum(v for k, v in stats.items() if k.startswith("frontier/done/")
-                     and k[14:] not in NOT_ERRORS)
-        dns_rate = _rate(stats.get("dns/hits", 0), stats.get("dns/misses", 0))
-        robots_rate = _rate(stats.get("robots/hits", 0) + stats.get("robots/loads", 0),
-                            stats.get("robots/misses", 0))
-        cells = [
-            f"{row['role']:<10}", f"{row.get('pid') or '-':>8}", f"{row.get('cpu', 0):>7.0f}",
-            f"{row.get('rss_mb', 0):>8.0f}", f"{row.get('open_files', 0):>6}",
-        ]
-        if stats:
-            cells += [
-                f"{stats.get('frontier/pending', 0):>9}",
-                f"{stats.get('frontier/hosts/bound', 0):>7}",
-                f"{stats.get('frontier/hosts/ready', 0):>6}",
-                f"{stats.get('frontier/hosts/parked', 0):>7}",
-                f"{stats.get('worker/in_flight', 0):>7}", f"{fetched:>9}", f"{errors:>7}",
-                f"{stats.get('outbox/size', 0):>7}", f"{dns_rate:>8}", f"{robots_rate:>11}",
-            ]
-        lines.append("".join(cells))
-    t = status["totals"]
-    lines.append(
-        f"{'total':<10}{'':>8}{'':>7}{'':>8}{'':>6}{t['frontier/pending']:>9.0f}"
-        f"{t['frontier/hosts/bound']:>7.0f}{t['frontier/hosts/ready']:>6.0f}"
-        f"{t['frontier/hosts/parked']:>7.0f}{t['worker/in_flight']:>7.0f}"
-        f"{t['frontier/done/ok']:>9.0f}"
-        f"{t['errors']:>7.0f}{t['outbox/size']:>7.0f}"
-    )
-    lines.append(f"{t['pages_per_s']:.1f} pages/s over the last minute"
-                 + ("; stopping" if status.get("stopping") else ""))
-    refused = describe(row.get("stats", {}) for row in status["processes"])
-    if refused:
-        lines.append(refused)
-    return "\n".join(lines)
+    return statustext.format_status(status, width or shutil.get_terminal_size().columns,
+                                    time.time() if now is None else now)
 
 
 @main.command()
 @DATA
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--watch", type=float, is_flag=False, flag_value=2.0, default=None,
-              metavar="[SECONDS]", help="Refresh every SECONDS (default 2).")
+@click.option("--watch", type=click.FloatRange(0, min_open=True), is_flag=False,
+              flag_value=2.0, default=None, metavar="[SECONDS]",
+              help="Refresh every SECONDS (default 2; more than 0).")
 def status(data_dir: Path, as_json: bool, watch: float | None) -> None:
-    """Per-process figures of a running hive."""
+    """Per-process figures of a running hive; the table fits the terminal's width."""
     while True:
         result = _call(data_dir, "status")
         click.echo(json.dumps(result, indent=2) if as_json else format_status(result))
@@ -422,15 +386,38 @@ def status(data_dir: Path, as_json: bool, watch: float | None) -> None:
 @DATA
 @click.option("--now", is_flag=True, help="Stop at once instead of letting fetches finish.")
 def stop(data_dir: Path, now: bool) -> None:
-    """Stop a running hive (warmly: in-flight fetches finish and everything commits)."""
-    _call(data_dir, "stop", now=now)
+    """Stop a running hive (warmly: in-flight fetches finish and everything commits).
+
+    While it stops, says what it is waiting for (fetches in flight, processes closing).
+    """
+    from hive.control import ControlClient
+    from hive.endpoints import Endpoints
+
+    with _client(data_dir) as client:
+        try:
+            client.call("stop", now=now)
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from exc
+        state = read_state(data_dir) or {}
+        endpoints = Endpoints.from_dict(state["endpoints"])
+    said, look = "", 0.0
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        pid = (read_state(data_dir) or {}).get("pid")
-        if not isinstance(pid, int) or not _alive(pid):
-            click.echo(f"hive on {data_dir} stopped")
-            return
-        time.sleep(0.1)
+    with ControlClient(endpoints.control, 1.0, curve_dir=endpoints.keys) as client:
+        while time.monotonic() < deadline:
+            pid = (read_state(data_dir) or {}).get("pid")
+            if not isinstance(pid, int) or not _alive(pid):
+                click.echo(f"hive on {data_dir} stopped")
+                return
+            if time.monotonic() >= look:
+                look = time.monotonic() + 1.0
+                try:
+                    note = stopping_note(client.call("status"))  # type: ignore[arg-type]
+                except ControlError:
+                    note = ""  # closing: its control socket is gone
+                if note and note != said:
+                    click.echo(note, err=True)
+                    said = note
+            time.sleep(0.1)
     raise click.ClickException(f"the hive on {data_dir} did not stop within 120 s")
 
 
@@ -438,19 +425,90 @@ def stop(data_dir: Path, now: bool) -> None:
 @DATA
 @click.argument("urls", nargs=-1, required=True)
 def add(data_dir: Path, urls: tuple[str, ...]) -> None:
-    """Add URLs to a running hive (- reads them from stdin)."""
+    """Add URLs to a running hive (- reads them from stdin).
+
+    The supervisor refuses malformed URLs at once (each with its reason) and
+    queues the rest for their owners; the owners then say which were new and
+    which they had already seen (or refused: a denied host, over its budget).
+    That answer is waited for up to 10 s. A URL whose owner restarts meanwhile
+    may be counted as seen. Exits 1 when no URL was added.
+    """
     items = _read_urls("-") if urls == ("-",) else list(urls)
-    result = _call(data_dir, "add", urls=items)
-    click.echo(f"added {result['accepted']} URLs ({result['refused']} refused)")
+    with _client(data_dir) as client:
+        try:
+            queued = _ask(client, "add", urls=items)
+            answer = _owners_answer(client, queued) if queued["accepted"] else {}
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from exc
+    refused = sum(queued["refused"].values())
+    for example in queued["examples"]:
+        click.echo(f"add: refused {example}", err=True)
+    if refused > len(queued["examples"]):
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(queued["refused"].items()))
+        click.echo(f"add: refused {refused} in all ({reasons})", err=True)
+    if answer is None:
+        click.echo(f"queued {queued['accepted']} URLs for their owners, {refused} refused; "
+                   "no answer from the owners within 10 s: `hive status` shows their "
+                   "admitted and duplicate counts")
+        return
+    new, seen, owner_refused = (answer.get(k, 0) for k in ("new", "seen", "refused"))
+    click.echo(f"added {new}, already seen {seen}, refused {refused + owner_refused}"
+               + (f" ({owner_refused} by their owner)" if owner_refused else ""))
+    if not new:
+        sys.exit(1)
+
+
+def _ask(client: ControlClient, cmd: str, **args: Any) -> dict[str, Any]:
+    """A control call whose result is an object."""
+    result = client.call(cmd, **args)
+    if not isinstance(result, dict):
+        raise ControlError(f"{cmd}: the hive answered {type(result).__name__}, not an object")
+    return result
+
+
+def _owners_answer(client: ControlClient, queued: dict[str, Any]) -> dict[str, int] | None:
+    """The owners' counts for an add's batches once they cover every URL, or None (10 s)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        answer = _ask(client, "add_answer", batches=queued["batches"])
+        if sum(answer.values()) >= queued["accepted"]:
+            return answer
+        time.sleep(0.1)
+    return None
 
 
 @main.command()
 @DATA
 @click.argument("hosts", nargs=-1, required=True)
 def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
-    """Take hosts (HOST[:PORT]) out of a running crawl: pending URLs end as denied."""
-    result = _call(data_dir, "deny", hosts=list(hosts))
-    click.echo("denied: " + ", ".join(result["denied"]))
+    """Take hosts (HOST[:PORT]) out of a running crawl: pending URLs end as denied.
+
+    A host is HOST:PORT when its port is not its scheme's default. Warns about
+    a host no worker has seen (it is denied all the same: URLs of it found later
+    end as denied).
+    """
+    with _client(data_dir) as client:
+        try:
+            result = _ask(client, "deny", hosts=list(hosts))
+            deadline = time.monotonic() + 10
+            while True:
+                answer = _ask(client, "deny_answer", id=result["id"])
+                if answer["answered"] >= answer["workers"] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        except ControlError as exc:
+            raise click.ClickException(str(exc)) from exc
+    denied: list[str] = result["denied"]
+    click.echo("denied: " + ", ".join(denied))
+    if answer["answered"] < answer["workers"]:
+        click.echo("deny: not every worker confirmed within 10 s; `hive status` shows them",
+                   err=True)
+        return
+    for i, host in enumerate(denied):
+        if i not in answer["known"]:
+            click.echo(f"deny: warning: {host} is not in the crawl: no worker has seen it "
+                       "(a port left out? a host is HOST:PORT unless the port is the "
+                       "scheme's default)", err=True)
 
 
 @main.command()
@@ -468,18 +526,16 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
 
     try:
         state = read_state(data_dir)
+        ring = Ring.from_params(state["ring"]) if state is not None else None
     except HiveError as exc:
         raise click.ClickException(str(exc)) from exc
-    if state is None:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise click.ClickException(f"{data_dir / 'hive.json'} is damaged: {exc}") from exc
+    if state is None or ring is None:
         raise click.ClickException(f"{data_dir} holds no hive (no hive.json)")
     pid = state.get("pid")
     if isinstance(pid, int) and _alive(pid):
         raise click.ClickException(f"the hive on {data_dir} is running (pid {pid}): stop it first")
-    try:
-        ring = Ring.from_params(state["ring"])
-    except (KeyError, TypeError, ValueError, HiveError) as exc:
-        raise click.ClickException(
-            f"{data_dir / 'hive.json'} is damaged: no valid ring ({exc})") from exc
     if replay_quarantine:
         try:
             for line in replay_data_dir(data_dir):
@@ -489,6 +545,8 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     scope = state.get("config", {}).get("scope", {})
     reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs,
                               session_ids=scope.get("session_ids", []))
+    # The ring in hive.json names the workers whose stores the crawl must have: a missing
+    # one is reported by verify_data_dir.
     for report in reports.values():
         click.echo(report.summary())
     if not reports or not all(r.ok for r in reports.values()):

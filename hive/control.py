@@ -1,7 +1,8 @@
 """The control plane: the supervisor's control socket and the CLI's client for it.
 
 The supervisor owns a :class:`ControlServer`; ``hive status | stop | add | deny``
-each make one :class:`ControlClient` call. The protocol is JSON over ZeroMQ,
+talk to it through a :class:`ControlClient` (stop, add and deny then poll it
+for what they wait for). The protocol is JSON over ZeroMQ,
 never pickle: a request is one frame holding a JSON object ``{"cmd": str,
 ...args}``, and the reply is one frame holding ``{"ok": true, "result": ...}``
 or ``{"ok": false, "error": "message"}``.

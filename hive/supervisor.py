@@ -4,8 +4,12 @@ It takes the data directory's lock, records ``DATA/hive.json`` (endpoints,
 pids, ring, the config in force), starts the splitter and N workers with the
 ``spawn`` method, and then, each turn:
 
-- answers the control socket (status, stop, add, deny); a bad request gets an
-  error reply and never takes it down;
+- answers the control socket (status, stop, add, deny, and the owners' answers
+  to an add or a deny, which workers give in their stats reports); a bad
+  request gets an error reply and never takes it down;
+- measures what ``status`` shows: pages this start fetched per second over the
+  last minute, and each child's CPU over the last CPU_WINDOW seconds, sampled
+  on its own turns (not when a client asks);
 - keeps seeds and ``hive add`` URLs in an outbox of its own
   (``DATA/supervisor``) until the owners acknowledge them, like any worker;
 - restarts a child that died, after a backoff that doubles with each death in
@@ -45,7 +49,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
@@ -84,12 +88,21 @@ from hive.urls import canonicalize, host_key
 log = logging.getLogger(__name__)
 
 SEED_BATCH = 1000
+# hive add shows this many refused URLs (the rest are counted by reason); hive deny takes
+# this many hosts at a time (a worker answers for each in its stats).
+REFUSED_SHOWN = 20
+MAX_DENY = 100
 NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
 # Counters that move whenever a worker does anything with a URL (for the end of the batch).
 MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0
 # The supervisor's inbox takes only counters and acknowledgements, never batches.
 SUPERVISOR_INBOX_BYTES = 8 << 20
+# cpu% is each child's CPU time over the last CPU_WINDOW seconds, sampled every CPU_SAMPLE.
+CPU_WINDOW = 10.0
+CPU_SAMPLE = 1.0
+# pages/s is the pages this start fetched over the last RATE_WINDOW seconds.
+RATE_WINDOW = 60.0
 
 
 @dataclass(slots=True)
@@ -103,6 +116,47 @@ class Child:
     ps: psutil.Process | None = None
     launched: float = 0.0
     worker: int | None = None
+    cpu: deque[tuple[float, float]] = field(default_factory=deque)
+
+    def sample_cpu(self, now: float) -> None:
+        """Record the process's CPU seconds at ``now``; keep a window of CPU_WINDOW."""
+        if self.ps is None:
+            return
+        try:
+            times = self.ps.cpu_times()
+        except psutil.Error:
+            return
+        samples = self.cpu
+        samples.append((now, times.user + times.system))
+        while len(samples) > 2 and now - samples[1][0] >= CPU_WINDOW:
+            samples.popleft()
+
+    def cpu_percent(self) -> float | None:
+        """CPU use over the recent window in % of one core; None before two samples."""
+        if len(self.cpu) < 2:
+            return None
+        (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
+        return round(100 * (c1 - c0) / (t1 - t0), 1) if t1 > t0 else None
+
+
+@dataclass(slots=True)
+class Queued:
+    """What ``queue`` did with URLs: how many went to the outbox, in which batches, and
+    the refused ones by reason, with the first few (bounded) as examples."""
+
+    accepted: int = 0
+    batches: list[int] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    def refuse(self, exc: URLError) -> None:
+        self.refused[exc.reason] += 1
+        if len(self.examples) < REFUSED_SHOWN:
+            self.examples.append(str(exc))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "batches": self.batches,
+                "refused": dict(self.refused), "examples": self.examples}
 
 
 @dataclass(slots=True)
@@ -111,6 +165,12 @@ class Report:
     idle: bool = False
     time: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+def errors(stats: dict[str, Any]) -> int:
+    """URLs a worker's stats count as ended in an error (every outcome not in NOT_ERRORS)."""
+    return sum(v for k, v in stats.items() if k.startswith("frontier/done/")
+               and k[14:] not in NOT_ERRORS and isinstance(v, int))
 
 
 def pages_done(store: Path) -> int:
@@ -155,12 +215,18 @@ class Supervisor:
         self._stop_sent = False
         self._children_stopped = False
         self._stop_deadline = 0.0
-        self._rates: deque[tuple[float, int]] = deque(maxlen=120)
-        self.pages_before = 0
+        self._rates: deque[tuple[float, int]] = deque()
+        self._next_cpu = 0.0
+        # Pages fetched by this start: each worker's frontier/done/ok above the highest
+        # value it had before (on disk at open, or in an earlier report), so neither a
+        # resume's old pages nor a restarted worker's first report counts as new.
+        self.pages_this_start = 0
+        self._pages_seen: dict[int, int] = {}
         self.resized: Resize | None = None
         self._last_turn = time.time()
         # When the supervisor last began judging each worker's silence (see _kill_hung).
         self._heard: dict[int, float] = {}
+        self._denies = 0
 
     # -- open ------------------------------------------------------------------------
 
@@ -195,6 +261,7 @@ class Supervisor:
             undo.callback(self.curve.close)
         self.control = ControlServer(self.ctx, endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
+            "add_answer": self._add_answer, "deny_answer": self._deny_answer,
         }, curve=self.curve)
         self.inbox = pull(self.ctx, endpoints.supervisor, self.curve,
                           max_bytes=SUPERVISOR_INBOX_BYTES)
@@ -209,7 +276,7 @@ class Supervisor:
             added = self.add(self.seeds, time.time())
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
-        self.pages_before = sum(pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs))
+        self._pages_seen = {i: pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs)}
         from hive.splitter import run_splitter  # imported here: only the children run them
 
         spawn = multiprocessing.get_context("spawn")
@@ -298,8 +365,8 @@ class Supervisor:
             child.process.start()
         child.launched = time.time()
         child.ps = psutil.Process(child.process.pid) if child.process.pid else None
-        if child.ps is not None:
-            child.ps.cpu_percent(None)
+        child.cpu.clear()
+        child.sample_cpu(time.monotonic())
         log.info("%s started, pid %s", child.name, child.process.pid)
 
     def _write_state(self) -> None:
@@ -319,40 +386,75 @@ class Supervisor:
 
     def add(self, urls: list[str], now: float) -> tuple[int, int]:
         """Put URLs in the supervisor's outbox as seeds; (accepted, refused)."""
-        records, refused = [], 0
+        queued = self.queue(urls, now, logging.WARNING)
+        return queued.accepted, sum(queued.refused.values())
+
+    def queue(self, urls: list[str], now: float, level: int = logging.INFO) -> Queued:
+        """Put URLs in the supervisor's outbox as seeds, for their owners to admit; log each
+        refusal at ``level`` (``hive add`` shows its refusals to whoever added them)."""
+        queued, records = Queued(), []
         for url in urls:
             try:
                 canonical = canonicalize(url.strip(), max_length=self.cfg.scope.max_url_length)
             except URLError as exc:
-                refused += 1
-                log.warning("refused seed %s: %s", shown(url), exc.reason)
+                queued.refuse(exc)
+                log.log(level, "refused seed %s: %s", shown(url), exc.reason)
                 continue
             records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
         for i in range(0, len(records), SEED_BATCH):
-            self.outbox.put(records[i : i + SEED_BATCH], now)
+            queued.batches.append(self.outbox.put(records[i : i + SEED_BATCH], now))
         self.store.commit(now)
-        return len(records), refused
+        queued.accepted = len(records)
+        return queued
 
     def _add(self, request: dict[str, Any]) -> object:
         urls = request.get("urls")
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise ValueError("add: 'urls' must be a list of strings")
-        accepted, refused = self.add(urls, time.time())
-        return {"accepted": accepted, "refused": refused}
+            raise ValueError("'urls' must be a list of strings")
+        return self.queue(urls, time.time()).to_dict()
+
+    def _add_answer(self, request: dict[str, Any]) -> object:
+        """What the owners made of the batches of an add: new, seen, refused (see workerproc)."""
+        batches = request.get("batches")
+        if not isinstance(batches, list) or not all(isinstance(b, int) for b in batches):
+            raise ValueError("'batches' must be a list of integers")
+        answer = dict.fromkeys(("new", "seen", "refused"), 0)
+        for report in self.reports.values():
+            for seq in batches:
+                for kind in answer:
+                    value = report.stats.get(f"add/{seq}/{kind}")
+                    answer[kind] += value if isinstance(value, int) else 0
+        return answer
 
     def _deny(self, request: dict[str, Any]) -> object:
         hosts = request.get("hosts")
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
-            raise ValueError("deny: 'hosts' must be a list of strings")
+            raise ValueError("'hosts' must be a list of strings")
+        if len(hosts) > MAX_DENY:
+            raise ValueError(f"at most {MAX_DENY} hosts at a time, got {len(hosts)}")
         keys = []
         for host in hosts:
             try:
                 keys.append(host_key(canonicalize(host if "//" in host else f"http://{host}/")))
             except URLError as exc:
-                raise ValueError(f"deny: {host!r} is not a host: {exc}") from exc
+                raise ValueError(f"{host[:200]!r} is not a host: {exc}") from exc
+        self._denies += 1
+        command = wire.encode_command("deny", {"hosts": keys, "id": self._denies})
         for sock in self.commands:
-            sock.send_multipart(wire.encode_command("deny", {"hosts": keys}), flags=zmq.NOBLOCK)
-        return {"denied": keys}
+            with contextlib.suppress(zmq.Again):
+                sock.send_multipart(command, flags=zmq.NOBLOCK)
+        return {"denied": keys, "id": self._denies}
+
+    def _deny_answer(self, request: dict[str, Any]) -> object:
+        """Which workers have applied deny ``id``, and which of its hosts any of them knew."""
+        ask = request.get("id")
+        if not isinstance(ask, int):
+            raise ValueError("'id' must be an integer")
+        answered = [r for r in self.reports.values() if r.stats.get(f"deny/{ask}")]
+        prefix = f"deny/{ask}/"
+        known = sorted({int(k[len(prefix):]) for r in answered for k in r.stats
+                        if k.startswith(prefix) and k[len(prefix):].isdigit()})
+        return {"answered": len(answered), "workers": self.procs, "known": known}
 
     def _stop(self, request: dict[str, Any]) -> object:
         self.request_stop("stopped by hive stop" + (" --now" if request.get("now") else ""),
@@ -388,10 +490,10 @@ class Supervisor:
                                    if child.process else None}
             alive = child.process is not None and child.process.is_alive()
             row["alive"] = alive
+            row["cpu"] = child.cpu_percent() if alive else None
             if alive and child.ps is not None:
                 try:
                     with child.ps.oneshot():
-                        row["cpu"] = child.ps.cpu_percent(None)
                         row["rss_mb"] = round(child.ps.memory_info().rss / 2**20, 1)
                         row["open_files"] = child.ps.num_fds()
                 except psutil.Error:
@@ -400,10 +502,13 @@ class Supervisor:
                 report = self.reports[int(child.name.split()[1])]
                 row["idle"] = report.idle
                 row["stats"] = report.stats
+                row["errors"] = errors(report.stats)
             rows.append(row)
         return {
             "data_dir": str(self.data_dir), "procs": self.procs, "started": self.started,
             "stopping": self.stopping, "processes": rows, "totals": self.totals(),
+            "waiting": self.waiting(), "cpu_window": CPU_WINDOW,
+            "fetch_total_timeout": self.cfg.fetch.total_timeout,
             "outbox": len(self.outbox),
             "resize": self.resized.to_dict() if self.resized is not None else None,
         }
@@ -411,29 +516,73 @@ class Supervisor:
     def totals(self) -> dict[str, float]:
         keys = ("frontier/pending", "frontier/admitted", "frontier/done/ok",
                 "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",
-                "frontier/hosts/parked", "outbox/size")
+                "frontier/hosts/waiting", "frontier/hosts/parked", "outbox/size")
         out: dict[str, float] = dict.fromkeys(keys, 0)
-        done = errors = 0
         for report in self.reports.values():
             for key, value in report.stats.items():
                 if key in out and isinstance(value, int | float):
                     out[key] += value
-                if key.startswith("frontier/done/") and isinstance(value, int):
-                    done += value
-                    if key[14:] not in NOT_ERRORS:
-                        errors += value
-        out["fetched"] = done
-        out["errors"] = errors
+        out["fetched"] = sum(sum(v for k, v in r.stats.items() if k.startswith("frontier/done/")
+                                 and isinstance(v, int)) for r in self.reports.values())
+        out["errors"] = sum(errors(r.stats) for r in self.reports.values())
+        out["pages_this_start"] = self.pages_this_start
         out["refused"] = sum(n for n, _ in merge(r.stats for r in self.reports.values()).values())
         out["pages_per_s"] = self._rate()
         return out
 
+    def waiting(self) -> dict[str, Any] | None:
+        """What the rest of the batch waits for, when all that is left waits.
+
+        None while a host is ready, a fetch is in flight, nothing is pending or a
+        worker has not reported (since it started).
+        Else the host due first across the workers' last reports: ``until``
+        (epoch seconds), ``why`` (``retry_after``, ``backoff``, ``robots_retry``,
+        ``crawl_delay`` or ``delay``), ``status`` (the HTTP status that put it off,
+        or None), ``host``, ``worker``, and ``hosts`` waiting in all.
+        """
+        t = self.totals()
+        if (any(r.number == 0 for r in self.reports.values()) or not t["frontier/pending"]
+                or t["worker/in_flight"] or t["frontier/hosts/ready"]):
+            return None
+        first: tuple[float, int] | None = None
+        for worker, report in self.reports.items():
+            until = report.stats.get("frontier/wait/until")
+            if isinstance(until, int | float) and (first is None or until < first[0]):
+                first = until, worker
+        if first is None:
+            return None
+        until, worker = first
+        stats = self.reports[worker].stats
+        status = stats.get("frontier/wait/status")
+
+        def named(prefix: str) -> str:
+            return next((k[len(prefix):] for k in stats if k.startswith(prefix)), "")
+
+        return {
+            "until": until, "why": named("frontier/wait/why/"),
+            "host": named("frontier/wait/host/"),
+            "status": status if isinstance(status, int) else None, "worker": worker,
+            "hosts": t["frontier/hosts/waiting"] + t["frontier/hosts/parked"],
+        }
+
     def _rate(self) -> float:
-        """Pages per second over the last minute of reports."""
+        """Pages this start fetched per second, over the last RATE_WINDOW seconds."""
         if len(self._rates) < 2:
             return 0.0
         (t0, n0), (t1, n1) = self._rates[0], self._rates[-1]
         return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def _sample(self, now: float) -> None:
+        """Take this turn's samples: pages for the rate, and each child's CPU time."""
+        if not self._rates or now - self._rates[-1][0] >= 1.0:
+            self._rates.append((now, self.pages_this_start))
+            while len(self._rates) > 2 and now - self._rates[1][0] >= RATE_WINDOW:
+                self._rates.popleft()
+        clock = time.monotonic()
+        if clock >= self._next_cpu:
+            self._next_cpu = clock + CPU_SAMPLE
+            for child in self.children:
+                child.sample_cpu(clock)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -448,15 +597,11 @@ class Supervisor:
         self.store.commit(now)
         self._kill_hung(now)
         self._reap(now)
-        ok = sum(r.stats.get("frontier/done/ok", 0) for r in self.reports.values())
-        if not self._rates or now - self._rates[-1][0] >= 1.0:
-            self._rates.append((now, ok))
-            while self._rates and now - self._rates[0][0] > 60:
-                self._rates.popleft()
+        self._sample(now)
         if self.stopping:
             self._stop_children(now)
         else:
-            if self.max_pages and ok - self.pages_before >= self.max_pages:
+            if self.max_pages and self.pages_this_start >= self.max_pages:
                 self.request_stop(f"--max-pages {self.max_pages} reached" + self._refused(),
                                   code=ExitCode.MAX_PAGES)
             elif self._batch_ended():
@@ -490,8 +635,17 @@ class Supervisor:
                 if isinstance(number, int) and number > report.number:
                     report.number, report.idle = number, bool(stats.get("hive/idle"))
                     report.stats, report.time = dict(stats), now
+                    self._count_pages(message.worker, stats.get("frontier/done/ok"))
             elif isinstance(message, wire.Ack):
                 self.outbox.ack(message.seq, message.part, message.parts)
+
+    def _count_pages(self, worker: int, done: object) -> None:
+        if not isinstance(done, int):
+            return
+        seen = self._pages_seen.get(worker, 0)
+        if done > seen:
+            self.pages_this_start += done - seen
+            self._pages_seen[worker] = done
 
     def _batch_ended(self) -> bool:
         """Two successive rounds with every worker idle, every outbox empty, no counter moved."""

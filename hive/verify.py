@@ -29,7 +29,8 @@ clean close and after a crash alike (the last committed turn). Checks:
   this entry and that has back entries.
 - ``leases``: the host is bound; the value is empty (robots.txt; the host has
   back entries) or an existing back key of that host.
-- ``meta`` ``state``: a JSON object; ``back_queued`` equals the back entries;
+- ``meta`` ``state``: absent only while the store holds nothing else (a worker
+  that never owned a host); else a JSON object; ``back_queued`` equals the back entries;
   ``seq`` is at least every queue key's seq (new keys must not collide); the
   counters agree with the states: ``frontier/admitted`` = pending + done URLs,
   ``frontier/done/<o>`` = URLs in ``d<o>``, ``frontier/refused/<r>`` = URLs
@@ -84,6 +85,11 @@ Owner = Callable[[str], int]
 Items = Iterator[tuple[bytes, bytes]]
 
 WORKER_DIR = re.compile(r"worker-(\d+)")
+# What a store cannot hold without the frontier having committed its ``meta`` state.
+NEEDS_META = frozenset({
+    "urls/pending", "urls/done", "urls/refused", "front", "back", "hosts", "bound", "parked",
+    "leases", "outbox",
+})
 
 
 @dataclass
@@ -607,7 +613,12 @@ class _Checker:
     def _meta(self, observed: dict[str, int]) -> None:
         raw = self._get("meta", b"state")
         if raw is None:
-            self.report.add("meta has no state")
+            # The frontier writes its state with the first commit that has anything to
+            # record: a worker that never owned a host (nor was told of one) has none.
+            held = {name: n for name, n in self.n.items() if n and name in NEEDS_META}
+            if held:
+                found = ", ".join(f"{name} {n}" for name, n in sorted(held.items()))
+                self.report.add(f"meta has no state, yet the store holds {found}")
             return
         try:
             state = json.loads(raw)

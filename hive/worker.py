@@ -66,6 +66,10 @@ BACKLOG_PER_THREAD = 2
 MAX_BACKLOG = 16
 TURN_INTERVAL = 0.02
 DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+# Hosts whose last outcome delayed them beyond the ordinary politeness delay, remembered
+# (why, HTTP status) so that stats can say what the tail of a batch waits for; the oldest
+# is forgotten beyond this many (its reason is then read from its host state).
+DELAYED_HOSTS = 4096
 
 
 @dataclass(slots=True)
@@ -189,6 +193,7 @@ class Worker:
         )
         self.on_links: LinkSink = on_links or self._admit_links
         self.counts: Counter[str] = Counter()
+        self.delayed: dict[str, tuple[str, int | None]] = {}
         self.in_flight = 0
         self.stopping = False
         self.disk_error = ""
@@ -342,11 +347,55 @@ class Worker:
         self.frontier.done(lease, outcome, fetched.started, fetched.finished)
         self.counts[f"worker/outcome/{outcome.kind}"] += 1
         record = lease.record
+        self._remember_delay(record.host_key, outcome)
         self.crawl_log.write(
             fetched.finished, outcome.kind, record.url, status=outcome.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
             depth=record.depth, message=fetched.message,
         )
+
+    def _remember_delay(self, host: str, outcome: Outcome) -> None:
+        """Keep why a host's last outcome put off its next fetch (see ``wait_stats``)."""
+        if outcome.kind == "robots_retry":
+            why = "robots_retry"
+        elif outcome.retry_after:
+            why = "retry_after"
+        elif outcome.kind in self.frontier.retryable:
+            why = "backoff"
+        else:
+            self.delayed.pop(host, None)
+            return
+        self.delayed.pop(host, None)
+        if len(self.delayed) >= DELAYED_HOSTS:
+            del self.delayed[next(iter(self.delayed))]
+        self.delayed[host] = why, outcome.status
+
+    def wait_stats(self) -> dict[str, float]:
+        """When the waiting host due first may go, and why (for the tail of a batch).
+
+        ``frontier/wait/until`` is its time; one ``frontier/wait/why/<reason>``
+        (``retry_after``, ``backoff``, ``robots_retry``, ``crawl_delay`` or
+        ``delay``) and one ``frontier/wait/host/<host key>`` say why and which
+        (stats values are numbers); ``frontier/wait/status`` is the HTTP status
+        that put it off, when there was one.
+        """
+        due = self.frontier.next_due()
+        if due is None:
+            return {}
+        until, host = due
+        why, status = self.delayed.get(host.host_key, ("", None))
+        if not why:
+            if host.robots_tries and host.robots_until <= until:
+                why = "robots_retry"
+            elif host.failures:
+                why = "backoff"
+            else:
+                why = "crawl_delay" if host.crawl_delay >= host.delay > 0 else "delay"
+        out = {"frontier/wait/until": until, f"frontier/wait/why/{why}": 1,
+               f"frontier/wait/host/{host.host_key}": 1}
+        if status is not None:
+            out["frontier/wait/status"] = status
+        return out
 
     def wait(self, seconds: float) -> None:
         """Sleep until the fetch threads run short of leases or ``seconds`` pass."""
@@ -396,8 +445,8 @@ class Worker:
         os.close(self.wake_fd)
         os.close(self._wake_w)
 
-    def stats(self) -> dict[str, int]:
-        out = self.frontier.stats()
+    def stats(self) -> dict[str, float]:
+        out: dict[str, float] = dict(self.frontier.stats())
         out.update(self.dns.stats())
         out.update(self.robots.stats())
         out.update(self.fetcher.stats())
@@ -406,6 +455,7 @@ class Worker:
         out.update(self.counts)
         out["worker/in_flight"] = self.in_flight
         out["links/recent_bytes"] = self.recent.held_bytes
+        out.update(self.wait_stats())
         return out
 
     # -- fetch threads ---------------------------------------------------------------

@@ -41,11 +41,16 @@ from hive.lifecycle import (
 )
 from hive.outbox import Outbox
 from hive.record import UrlRecord
+from hive.urls import host_hash
 from hive.worker import Worker
 
 log = logging.getLogger(__name__)
 
 DRAIN_PER_TURN = 200
+# Answers to the supervisor's adds and denies (see ``_answer``) ride in the stats reports for
+# ANSWER_TTL seconds (hive add and deny wait 10 s for them), ANSWERS of them at most.
+ANSWERS = 512
+ANSWER_TTL = 60.0
 
 
 class WorkerProcess:
@@ -57,6 +62,7 @@ class WorkerProcess:
         self.stopping = False
         self.reports = 0
         self._next_stats = 0.0
+        self.answers: dict[str, tuple[int, float]] = {}
 
     def open(self) -> None:
         directory = worker_dir(self.data_dir, self.worker_id)
@@ -94,7 +100,10 @@ class WorkerProcess:
             log.warning("dropped a malformed message: %s", exc)
             return
         if isinstance(message, wire.Admit):
-            self.worker.admit(list(message.records), now)
+            if message.origin == wire.SUPERVISOR_ORIGIN:
+                self._admit_seeds(message, now)
+            else:
+                self.worker.admit(list(message.records), now)
             acks.append(wire.encode_ack(message.origin, message.seq, message.part, message.parts))
         elif isinstance(message, wire.Ack):
             self.outbox.ack(message.seq, message.part, message.parts)
@@ -103,14 +112,50 @@ class WorkerProcess:
         else:
             self.worker.counts["wire/unexpected"] += 1
 
+    def _answer(self, key: str, value: int, now: float) -> None:
+        """Tell the supervisor, through the next stats reports, how an add or a deny went.
+
+        Stats values are numbers, so the question is in the key: ``add/<seq>/new``,
+        ``/seen`` and ``/refused`` for batch ``seq`` of seeds (``hive add``), and
+        ``deny/<id>`` (answered) and ``deny/<id>/<i>`` (its i-th host is known here)
+        for a deny. The first answer stands (a resent batch is all ``seen``); the
+        oldest are dropped beyond ANSWERS, and each after ANSWER_TTL.
+        """
+        if key in self.answers:
+            return
+        if len(self.answers) >= ANSWERS:
+            del self.answers[next(iter(self.answers))]
+        self.answers[key] = value, now
+
+    def _expire_answers(self, now: float) -> None:
+        answers = self.answers
+        while answers and now - next(iter(answers.values()))[1] > ANSWER_TTL:
+            del answers[next(iter(answers))]
+
+    def _admit_seeds(self, message: wire.Admit, now: float) -> None:
+        """Admit the supervisor's part of a batch of seeds, counting what became of them."""
+        counts = self.worker.frontier.counts
+        seen = counts.get("frontier/duplicates", 0)
+        new = self.worker.admit(list(message.records), now)
+        seen = counts.get("frontier/duplicates", 0) - seen
+        if f"add/{message.seq}/new" not in self.answers:
+            self._answer(f"add/{message.seq}/new", new, now)
+            self._answer(f"add/{message.seq}/seen", seen, now)
+            self._answer(f"add/{message.seq}/refused", len(message.records) - new - seen, now)
+
     def _command(self, cmd: str, args: dict[str, Any], now: float) -> None:
         if cmd == "stop":
             log.info("worker %d: stop requested", self.worker_id)
             self.stopping = True
         elif cmd == "deny":
-            for host in args.get("hosts", []):
+            frontier, ask = self.worker.frontier, args.get("id")
+            for i, host in enumerate(args.get("hosts", [])):
                 if isinstance(host, str):
-                    self.worker.frontier.block(host, "denied", now)
+                    if isinstance(ask, int) and frontier.back.host(host_hash(host)) is not None:
+                        self._answer(f"deny/{ask}/{i}", 1, now)
+                    frontier.block(host, "denied", now)
+            if isinstance(ask, int):
+                self._answer(f"deny/{ask}", 1, now)
         else:
             self.worker.counts["wire/unknown_command"] += 1
             log.warning("worker %d: unknown command %r", self.worker_id, cmd)
@@ -145,6 +190,8 @@ class WorkerProcess:
     def report(self, now: float) -> None:
         stats: dict[str, wire.JsonScalar] = dict(self.worker.stats())
         stats.update(self.outbox.counts)
+        self._expire_answers(now)
+        stats.update((key, value) for key, (value, _) in self.answers.items())
         self.reports += 1
         stats.update({
             "outbox/size": len(self.outbox),

@@ -576,6 +576,24 @@ class Frontier:
         self.store.commit(now)
         self._target = self._compute_target()
 
+    @_store_errors
+    def next_due(self) -> tuple[float, HostState] | None:
+        """The waiting host, bound or parked, that may be fetched first: its time and state.
+
+        What the tail of a batch waits for once no host is ready and nothing is in
+        flight (a back-off, a Retry-After, a robots.txt retry); None when no host waits.
+        """
+        due: tuple[float, HostState] | None = None
+        waiting = self.heap.next_waiting()
+        if waiting is not None:
+            due = waiting[0], self.back.bound[waiting[1]]
+        parked = self.back.first_parked()
+        if parked is not None and (due is None or parked[0] < due[0]):
+            host = self.back.host(parked[1])
+            if host is not None:
+                due = max(parked[0], host.next_allowed), host
+        return due
+
     def stats(self) -> dict[str, int]:
         ready, waiting = self.heap.counts()
         out = dict(self.counts)

@@ -82,6 +82,11 @@ class ReadyHeap:
             heapq.heappop(waiting)
         return waiting[0][0] if waiting else None
 
+    def next_waiting(self) -> tuple[float, int] | None:
+        """The earliest waiting host and its time, or None (stale entries dropped)."""
+        when = self.next_time()
+        return (when, self._waiting[0][2]) if when is not None else None
+
     def counts(self) -> tuple[int, int]:
         """(ready, waiting) hosts."""
         ready = sum(1 for r in self._where.values() if r)

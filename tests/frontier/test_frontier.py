@@ -286,6 +286,33 @@ def test_long_backoff_parks_the_host(opener: Callable[..., Opener]) -> None:
     assert lease_now(f, 60.0).record.attempts == 1
 
 
+@pytest.mark.parametrize("reopen", [False, True])
+def test_next_due_is_the_waiting_or_parked_host_that_goes_first(
+    opener: Callable[..., Opener], reopen: bool
+) -> None:
+    o = opener(
+        robots={"enabled": False}, frontier={"park_horizon": 10.0},
+        politeness={"retry_after_cap": 100.0},
+    )
+    f = o.open()
+    assert f.next_due() is None
+    f.admit([rec("http://a.test/1"), rec("http://a.test/2"), rec("http://b.test/1"),
+             rec("http://b.test/2")], 0.0)
+    first, second = lease_now(f, 0.0), lease_now(f, 0.0)
+    slow, fast = (first, second) if first.record.host_key == "a.test" else (second, first)
+    f.done(slow, Outcome("http_429", 429, retry_after=60.0), 0.0, 0.0)
+    f.done(fast, OK, 0.0, 0.01)
+    f.commit(0.01)
+    if reopen:
+        f = o.reopen(0.01)
+    due = f.next_due()
+    assert due is not None and due[1].host_key == "b.test"
+    serve(f, due[0])
+    due = f.next_due()
+    assert due is not None and due[1].host_key == "a.test" and due[0] == pytest.approx(60.0)
+    assert due[1].failures == 1
+
+
 def test_eviction_when_every_slot_waits(opener: Callable[..., Opener]) -> None:
     f = opener(
         robots={"enabled": False},

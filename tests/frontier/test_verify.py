@@ -376,7 +376,7 @@ def test_missing_databases(tmp_path: Path) -> None:
     env.close()
     report = verify_store(tmp_path)
     assert_reported(report, "database front is missing")
-    assert_reported(report, "meta has no state")
+    assert_reported(report, "database meta is missing")
     assert report.counts["urls"] == 0
 
 
@@ -437,6 +437,21 @@ def test_meta_counters_and_state(store: Path) -> None:
     with tamper(store) as t:
         t.put("meta", b"state", b"{not json")
     assert_reported(verify_store(store), "meta state is not JSON")
+
+
+def test_a_store_that_never_held_a_host_passes(tmp_path: Path) -> None:
+    """A worker that owns no host never commits a meta state: that is a healthy store."""
+    o = Opener(tmp_path / "store", CFG)
+    o.open().close(0.0)
+    report = verify_store(o.path, worker_id=1, owner=lambda hk: 0)
+    assert report.ok, report.summary()
+    assert report.counts["urls"] == 0
+
+
+def test_no_meta_state_in_a_store_that_holds_urls(store: Path) -> None:
+    with tamper(store) as t:
+        t.delete("meta", b"state")
+    assert_reported(verify_store(store), "meta has no state, yet the store holds", "urls/done")
 
 
 def test_outbox_batches(store: Path) -> None:
