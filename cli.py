@@ -9,7 +9,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -40,6 +41,8 @@ DATA = click.option("--data", "data_dir", type=click.Path(file_okay=False, path_
 FC = TypeVar("FC", bound=Callable[..., Any])
 # Seeds refused before a start that are listed one by one; the rest are counted.
 REFUSALS_SHOWN = 10
+# `hive add` sends its URLs in requests of at most this many bytes, below the control socket's cap.
+ADD_CHUNK_BYTES = 256 << 10
 # Seconds between progress lines: on a terminal the line is redrawn, elsewhere one is added.
 PROGRESS_TTY = 1.0
 PROGRESS_LOG = 10.0
@@ -90,11 +93,6 @@ def _network(cfg: Config, resolve: tuple[str, ...], allow_private: bool,
         })
     except ConfigError as exc:
         raise click.BadParameter(str(exc)) from exc
-
-
-def _read_urls(source: str) -> list[str]:
-    text = sys.stdin.read() if source == "-" else Path(source).read_text()
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _read_seeds(source: str) -> Seeds:
@@ -433,10 +431,22 @@ def add(data_dir: Path, urls: tuple[str, ...]) -> None:
     That answer is waited for up to 10 s. A URL whose owner restarts meanwhile
     may be counted as seen. Exits 1 when no URL was added.
     """
-    items = _read_urls("-") if urls == ("-",) else list(urls)
+    from hive.seeds import url_chunks
+
+    lines: Iterable[bytes] = (
+        sys.stdin.buffer if urls == ("-",) else (os.fsencode(url) for url in urls)
+    )
+    queued: dict[str, Any] = {"accepted": 0, "batches": [], "refused": Counter(), "examples": []}
     with _client(data_dir) as client:
         try:
-            queued = _ask(client, "add", urls=items)
+            for chunk in url_chunks(lines, "stdin" if urls == ("-",) else "argument",
+                                    ADD_CHUNK_BYTES):
+                for refusal in chunk.refused:
+                    queued["refused"]["unreadable"] += 1
+                    if len(queued["examples"]) < REFUSALS_SHOWN:
+                        queued["examples"].append(str(refusal))
+                if chunk.urls:
+                    _merge_queued(queued, _ask(client, "add", urls=chunk.urls))
             answer = _owners_answer(client, queued) if queued["accepted"] else {}
         except ControlError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -456,6 +466,15 @@ def add(data_dir: Path, urls: tuple[str, ...]) -> None:
                + (f" ({owner_refused} by their owner)" if owner_refused else ""))
     if not new:
         sys.exit(1)
+
+
+def _merge_queued(total: dict[str, Any], part: dict[str, Any]) -> None:
+    """Add one chunk's answer from the supervisor to the add's running total."""
+    total["accepted"] += part["accepted"]
+    total["batches"] += part["batches"]
+    total["refused"].update(part["refused"])
+    room = REFUSALS_SHOWN - len(total["examples"])
+    total["examples"] += part["examples"][:max(room, 0)]
 
 
 def _ask(client: ControlClient, cmd: str, **args: Any) -> dict[str, Any]:

@@ -19,8 +19,9 @@ Refusals are data (``Refusal``); what to show of them is the caller's, and
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -81,6 +82,37 @@ def read_lines(data: bytes, source: str) -> Seeds:
         if line and not line.startswith("#"):
             seeds.urls.append(line)
     return seeds
+
+
+def url_chunks(lines: Iterable[bytes], source: str, max_bytes: int) -> Iterator[Seeds]:
+    """The URLs of ``lines`` (bytes, as read), in chunks whose JSON list fits ``max_bytes``.
+
+    Reads as it goes, so any number of URLs takes the memory of one chunk. A line
+    that is not UTF-8, or whose JSON alone would not fit a chunk, is refused by its
+    number in the chunk that reached it.
+    """
+    chunk, size = Seeds(), 2
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            chunk.refused.append(Refusal(f"{source} line {number}",
+                                         f"not UTF-8 (byte {exc.start + 1})"))
+            continue
+        if not line or line.startswith("#"):
+            continue
+        cost = len(json.dumps(line)) + 2
+        if cost + 2 > max_bytes:
+            chunk.refused.append(Refusal(f"{source} line {number}",
+                                         f"longer than {max_bytes} bytes"))
+            continue
+        if size + cost > max_bytes:
+            yield chunk
+            chunk, size = Seeds(), 2
+        chunk.urls.append(line)
+        size += cost
+    if chunk.total:
+        yield chunk
 
 
 def _unresolved(host: str, timeout: float) -> tuple[list[str], float | None]:

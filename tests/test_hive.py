@@ -275,3 +275,27 @@ def test_a_site_larger_than_its_cap_shows_as_such(tmp_path: Path) -> None:
     assert "the batch ended" in ended and f"max_urls_per_host {len(logged):,} (" in ended, ended
     for host, n in by_host.items():
         assert f"{host} {n:,}" in ended, (host, n, ended)
+
+
+def test_add_from_stdin_takes_any_number_of_urls(tmp_path: Path, web: WebProcess) -> None:
+    """``hive add - < file`` with 40,000 URLs failed: "request of 1228914 bytes exceeds
+    1048576 bytes". They go in chunks; the owners' cap refuses most, and every URL is
+    accounted for."""
+    hive = Hive(tmp_path, web, politeness={"min_delay": 0.3, "max_delay": 0.5})
+    hive.seeds.write_text(web.seeds()[0] + "\n")
+    process = hive.start(2)
+    wait_for(hive.status, timeout=30)
+    host = f"{web.web.names[3]}:{web.port}"
+    urls = "".join(f"http://{host}/added/{i:05d}-{'x' * 12}\n" for i in range(40_000))
+    assert len(urls) > 1 << 20
+    result = subprocess.run(hive.command("add", "-", "--data", str(hive.data)), input=urls,
+                            env=hive.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    hive.run("stop")
+    finish(process, code=ExitCode.STOPPED)
+    counts = re.fullmatch(r"added (\d+), already seen (\d+), refused (\d+) \((\d+) by their "
+                          r"owner\)\n", result.stdout)
+    assert counts, result.stdout + result.stderr
+    added, seen, refused, by_owner = map(int, counts.groups())
+    assert added + seen + refused == 40_000 and by_owner == refused
+    assert 0 < added <= 60, "the host's budget (frontier.max_urls_per_host) takes the rest"
+    assert result.returncode == 0
