@@ -37,6 +37,8 @@ clean close and after a crash alike (the last committed turn). Checks:
   in ``r<r>``.
 - ``outbox``: an 8-byte key; the value a records frame as hive.wire decodes
   it (u32 count, then per record a u32 length and ``UrlRecord`` bytes).
+- ``damaged``: every entry is a problem (a queued record the frontier could not
+  decode and set aside; its URL stays pending in ``urls`` with no queue entry).
 - ``quarantine``: every entry is a problem (links never handed on), listed with
   its reason; ``hive verify --replay-quarantine`` puts those that decode back.
 - The ring, given ``owner`` and ``worker_id``: every host with pending URLs is
@@ -274,6 +276,7 @@ class _Checker:
         self._parked()
         self._outbox()
         self._quarantine()
+        self._damaged()
         self._meta(self._by_state())
         n = self.n
         self.report.counts = {
@@ -282,7 +285,7 @@ class _Checker:
             "urls/refused": n["urls/refused"], "front": n["front"], "back": n["back"],
             "hosts": n["hosts"], "bound": n["bound"], "parked": n["parked"],
             "leases": n["leases"], "outbox": n["outbox"], "outbox/records": n["outbox/records"],
-            "quarantine": n["quarantine"],
+            "quarantine": n["quarantine"], "damaged": n["damaged"],
         }
 
     # -- reading -----------------------------------------------------------------
@@ -583,6 +586,17 @@ class _Checker:
                 f"quarantine {seq}: a batch of {len(data)} bytes never handed on "
                 f"({reason.decode('utf-8', 'replace')}); hive verify --replay-quarantine "
                 "sends it again if it decodes"
+            )
+
+    def _damaged(self) -> None:
+        for key, value in self._items("damaged"):
+            self.n["damaged"] += 1
+            where, _, at = key.partition(b"\0")
+            reason, _, data = value.partition(b"\0")
+            self.report.add(
+                f"damaged: a {where.decode('ascii', 'replace')} record (key {at.hex()}, "
+                f"{len(data)} bytes) did not decode and was set aside "
+                f"({reason.decode('utf-8', 'replace')})"
             )
 
     def _outbox(self) -> None:

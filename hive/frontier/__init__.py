@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import random
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +52,12 @@ from hive.politeness import Politeness
 from hive.record import UrlRecord
 from hive.urls import SessionIds, fingerprint, host_hash
 
+log = logging.getLogger(__name__)
+
 PAGE = "page"
 ROBOTS = "robots"
+# What decoding a damaged record raises: it is set aside, never retried every turn.
+DAMAGED = (ValueError, struct.error)
 # A page whose links could not be handed on: always retried, never done with its links lost.
 HANDOFF_FAILED = "handoff_failed"
 EVICTION_SAMPLE = 16
@@ -323,7 +329,11 @@ class Frontier:
         if drawn is None:
             return "empty", None
         level, data = drawn
-        hk = UrlRecord.host_key_of(data)
+        try:
+            hk = UrlRecord.host_key_of(data)
+        except DAMAGED as exc:
+            self._set_aside("front", bytes([level]), data, exc)
+            return "refused", None
         hh = host_hash(hk)
         back = self.back
         host = back.bound.get(hh)
@@ -345,6 +355,16 @@ class Frontier:
         back.park(hh, host)
         back.save(hh, host)
         return "parked", host
+
+    def _set_aside(self, db: str, key: bytes, data: bytes, exc: Exception) -> None:
+        """Move a queued record that does not decode (a damaged disk) to ``damaged``, with
+        where it was and why: counted and logged, listed by ``hive verify``, and never
+        again in its host's way. Its URL cannot be named, so its state stays pending."""
+        why = f"{type(exc).__name__}: {exc}"
+        self.store.put("damaged", db.encode() + b"\0" + key, why.encode() + b"\0" + data)
+        self._count("frontier/damaged")
+        log.error("frontier: a %s record (key %s) does not decode and was set aside: %s",
+                  db, key.hex(), why)
 
     def _evict_for(self, newcomer: HostState, now: float) -> bool:
         """Park a bound host so that ``newcomer`` can be served sooner.
@@ -418,7 +438,14 @@ class Frontier:
                 self._release(hh, host, park=False)
                 continue
             key, data = head
-            record = UrlRecord.decode(data)
+            try:
+                record = UrlRecord.decode(data)
+            except DAMAGED as exc:
+                self._set_aside("back", key, data, exc)
+                self.back.remove(key, host)
+                self._dirty.add(hh)
+                heap.schedule(hh, now, now)
+                continue
             if self.robots and host.robots_until <= now:
                 scheme = record.url.split(":", 1)[0]
                 robots = UrlRecord(

@@ -17,6 +17,7 @@ robots    host key (utf-8)                     robots.txt cache entry (hive.robo
 meta      name (ascii)                         seq, counters, ring parameters
 outbox    seq(8)                               a batch waiting for its acknowledgement
 quarantine seq(8)                              reason \0 batch: a poison batch, never resent
+damaged   db \0 key (front: level(1))          reason \0 record: a queued record set aside
 ========  ===================================  ==========================================
 
 Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
@@ -57,7 +58,7 @@ from hive.errors import StoreError
 GROW_CHECK_OPS = 1024
 DB_NAMES = (
     "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
-    "quarantine",
+    "quarantine", "damaged",
 )
 
 U64 = struct.Struct(">Q")

@@ -19,11 +19,13 @@ import pytest
 
 from hive import config
 from hive.errors import HiveError, StoreError
+from hive.frontier import Frontier, Outcome
 from hive.frontier.store import U64, Store, check_file
 from hive.lifecycle import read_state
 from hive.record import UrlRecord
 from hive.verify import verify_data_dir
 from hive.wire import encode_records
+from tests.frontier.conftest import rec, small_config
 from tests.frontier.test_verify import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,3 +183,48 @@ def test_verify_lists_quarantined_batches_and_replays_those_that_decode(tmp_path
     store = Store(data / "worker-00", sync_interval=0.0)
     assert store.get("outbox", U64.pack(10**6)) == good
     store.close(0.0)
+
+
+def crawl_all(frontier: Frontier, start: float = 0.0) -> list[str]:
+    """Lease and finish every URL the frontier will give, as a crawl would; the URLs."""
+    fetched, now = [], start
+    for _ in range(200):
+        ready = frontier.pop_ready(now)
+        if ready.lease is not None:
+            fetched.append(ready.lease.record.url)
+            frontier.done(ready.lease, Outcome("ok", 200), now, now + 0.01)
+        elif ready.wake_at is None:
+            break
+        else:
+            now = max(now + 0.01, ready.wake_at)
+        frontier.commit(now)
+    return fetched
+
+
+@pytest.mark.parametrize("where", ["front", "back"])
+def test_a_queued_record_that_does_not_decode_is_set_aside_and_its_host_goes_on(
+    tmp_path: Path, where: str
+) -> None:
+    """Flipped bytes in a queued record once failed every turn with UnicodeDecodeError and
+    left its host unserved forever: the batch never ended."""
+    cfg = small_config(robots={"enabled": False})
+    path = tmp_path / "worker-00"
+    frontier = Frontier.from_config(path, cfg)
+    urls = [f"http://a.test/{i}" for i in range(4)] + ["http://b.test/0"]
+    frontier.admit([rec(url) for url in urls], 0.0)
+    if where == "back":
+        frontier.pop_ready(0.0)  # draws the URLs into their hosts' back queues
+    frontier.close(0.0)
+    store = Store(path)
+    key, value = next(iter(store.cursor(where).iternext()))
+    damaged_url = UrlRecord.decode(bytes(value)).url
+    store.put(where, bytes(key), b"\xff" * 40)
+    store.close(0.0)
+    frontier = Frontier.from_config(path, cfg)
+    fetched = crawl_all(frontier, 1.0)
+    assert frontier.counts["frontier/damaged"] == 1
+    assert sorted(fetched) == sorted(u for u in urls if u != damaged_url)
+    assert frontier.pending == 0
+    frontier.close(2.0)
+    report = verify_data_dir(tmp_path)[0]
+    assert f"damaged: a {where} record" in report.summary(), report.summary()
