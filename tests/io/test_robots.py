@@ -482,8 +482,9 @@ def test_arbitrary_directives_never_raise(lines: list[str], newline: str, path: 
 
 @pytest.mark.parametrize("text", [
     # An unknown field between two User-agent lines does not split the group.
-    "User-agent: otherbot\nX-Unknown: 1\nUser-agent: hive\nDisallow: /\n",
-    "User-agent: otherbot\nSitemap: https://a.test/s.xml\nUser-agent: hive\nDisallow: /\n",
+    "User-agent: hive\nX-Unknown: 1\nUser-agent: otherbot\nDisallow: /\n",
+    "User-agent: hive\nRequest-rate: 1/5\nUser-agent: otherbot\nDisallow: /\n",
+    "User-agent: hive\nSitemap: https://a.test/s.xml\nUser-agent: otherbot\nDisallow: /\n",
     # The product token is the value's leading run of letters, '-' and '_'.
     "User-agent: hive bot\nDisallow: /\n",
     "User-agent: Hive/2.0\nDisallow: /\n",

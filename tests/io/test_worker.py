@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from hive import config
 from hive.testweb import (
     UNAVAILABLE_RETRY_AFTER,
     WebProcess,
@@ -162,3 +166,168 @@ def test_counters_agree_with_the_log(crawl: dict[str, object]) -> None:
     logged = Counter(e["outcome"] for e in crawl["log"])  # type: ignore[attr-defined]
     assert stats["frontier/pending"] == 0  # type: ignore[index]
     assert logged["ok"] == stats.get("worker/outcome/ok")  # type: ignore[attr-defined]
+
+
+# --- robots.txt at the server: redirects, cut and undecodable files ---------------------
+
+ROBOTS_ADDRESS = "127.0.0.3"
+REDIRECTORS = 30
+CHAIN = ["/robots.txt", "/r1", "/r2", "/r3", "/rules.txt"]
+
+
+class RobotsWeb:
+    """Hosts whose robots.txt is hostile, on one threaded server; every request logged with
+    its start and end, and the most requests ever in flight at once per host."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, float, float]] = []
+        self.in_flight: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        web = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                host = self.headers.get("Host", "").partition(":")[0]
+                start = time.time()
+                with web.lock:
+                    web.in_flight[host] += 1
+                    web.most[host] = max(web.most[host], web.in_flight[host])
+                try:
+                    time.sleep(0.02)  # widen the window in which two requests would overlap
+                    web.answer(self, host, self.path)
+                finally:
+                    with web.lock:
+                        web.in_flight[host] -= 1
+                        web.log.append((host, self.path, start, time.time()))
+
+        self.server = ThreadingHTTPServer((ROBOTS_ADDRESS, 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, host: str, path: str = "/") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def answer(self, handler: BaseHTTPRequestHandler, host: str, path: str) -> None:
+        def send(status: int, body: bytes, *headers: tuple[str, str], length: int = -1) -> None:
+            handler.send_response(status)
+            for name, value in headers:
+                handler.send_header(name, value)
+            handler.send_header("Content-Length", str(len(body) if length < 0 else length))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        page = b"<!doctype html><a href='/private/x'>p</a><a href='/ok'>ok</a>"
+        if host == "victim.rb.test":
+            if path == "/robots.txt":
+                send(200, b"User-agent: *\nDisallow: /\n")
+            else:
+                send(200, b"the victim's secret")
+        elif host.startswith("redirector"):
+            if path == "/robots.txt":
+                send(301, b"", ("Location", self.url("victim.rb.test", "/secret/admin")))
+            else:
+                send(200, b"<!doctype html>a page")
+        elif host == "chain.rb.test":
+            if path in CHAIN[:-1]:
+                send(302, b"", ("Location", CHAIN[CHAIN.index(path) + 1]))
+            elif path == CHAIN[-1]:
+                send(200, b"User-agent: *\nDisallow: /private/\n")
+            else:
+                send(200, page)
+        elif host == "cut.rb.test":
+            if path == "/robots.txt":
+                # A body cut by the connection dropping: read as empty, it would allow all.
+                send(200, b"User-agent: *\nAllow: /\n", length=4000)
+                handler.close_connection = True
+            else:
+                send(200, page)
+        elif host == "gzip.rb.test":
+            if path == "/robots.txt":
+                send(200, b"\x1f\x8b\x08\x00corrupt gzip" * 10, ("Content-Encoding", "gzip"))
+            else:
+                send(200, page)
+        else:
+            send(404, b"")
+
+    def requests(self, host: str) -> list[tuple[str, float, float]]:
+        with self.lock:
+            return [(path, start, end) for h, path, start, end in self.log if h == host]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def robots_crawl(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RobotsWeb, dict[str, object]]]:
+    web = RobotsWeb()
+    directory = tmp_path_factory.mktemp("robots-worker")
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": [f"*.rb.test={ROBOTS_ADDRESS}"], "allow_nets": [f"{ROBOTS_ADDRESS}/32"]},
+        politeness={"min_delay": 0.2, "max_delay": 0.4, "backoff_base": 0.2, "backoff_max": 0.4},
+        robots={"retry_delay": 0.2, "tries": 2, "unreachable_retry": 3600.0},
+        fetch={"threads": 8, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0},
+        frontier={"max_retries": 0},
+    )
+    worker = Worker(cfg, directory / "store", warc_dir=directory / "warc", log_dir=directory)
+    hosts = [f"redirector{i}.rb.test" for i in range(REDIRECTORS)]
+    hosts += ["victim.rb.test", "chain.rb.test", "cut.rb.test", "gzip.rb.test"]
+    try:
+        worker.add([web.url(host) for host in hosts], time.time())
+        finished = worker.run_until_idle(timeout=60)
+        stats = worker.stats()
+    finally:
+        worker.close()
+        web.close()
+    log = [json.loads(line) for line in (directory / "crawl-00.jsonl").read_text().splitlines()]
+    yield web, {"finished": finished, "stats": stats, "log": log, "cfg": cfg}
+
+
+def test_robots_redirects_never_reach_another_host(
+    robots_crawl: tuple[RobotsWeb, dict[str, object]]
+) -> None:
+    """30 hosts whose robots.txt 301s to one victim: the victim never sees two requests at
+    once and never a path its robots.txt disallows; the 30 read their robots.txt as
+    unavailable (allow all) and are crawled."""
+    web, crawl = robots_crawl
+    assert crawl["finished"], crawl["stats"]
+    assert web.most["victim.rb.test"] <= 1
+    assert {path for path, _, _ in web.requests("victim.rb.test")} == {"/robots.txt"}
+    for i in range(REDIRECTORS):
+        paths = [path for path, _, _ in web.requests(f"redirector{i}.rb.test")]
+        assert paths == ["/robots.txt", "/"], (i, paths)
+
+
+def test_a_same_host_robots_redirect_chain_waits_the_hosts_delay(
+    robots_crawl: tuple[RobotsWeb, dict[str, object]]
+) -> None:
+    web, crawl = robots_crawl
+    requests = web.requests("chain.rb.test")
+    paths = [path for path, _, _ in requests]
+    assert paths[: len(CHAIN)] == CHAIN
+    assert "/private/x" not in paths and "/ok" in paths, paths
+    min_delay = crawl["cfg"].politeness.min_delay  # type: ignore[attr-defined]
+    gaps = [b[1] - a[2] for a, b in zip(requests, requests[1:], strict=False)]
+    assert min(gaps) >= min_delay - 0.01, gaps
+
+
+@pytest.mark.parametrize("host", ["cut.rb.test", "gzip.rb.test"])
+def test_a_cut_or_undecodable_robots_txt_is_unreachable_not_empty(
+    robots_crawl: tuple[RobotsWeb, dict[str, object]], host: str
+) -> None:
+    web, crawl = robots_crawl
+    paths = [path for path, _, _ in web.requests(host)]
+    tries = crawl["cfg"].robots.tries  # type: ignore[attr-defined]
+    assert paths == ["/robots.txt"] * tries, paths
+    outcomes = {e["outcome"] for e in crawl["log"] if f"//{host}" in e["url"]}  # type: ignore[attr-defined]
+    assert "robots_unreachable" in outcomes, outcomes
