@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import re
 import struct
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -176,7 +175,6 @@ _Wild = tuple[int, bool, tuple[str, ...], bool]  # (priority, allow, literal par
 _KEY = 8
 # Groups this small are tried one by one: an index would cost more than it saves.
 _UNINDEXED = 4
-_NO_KEYS: dict[str, list[_Wild]] = {}
 
 
 class _WildGroup:
@@ -186,12 +184,10 @@ class _WildGroup:
 
     def __init__(self, rules: list[_Wild]) -> None:
         self.free: list[_Wild] = []
-        self.keyed: dict[str, list[_Wild]] = _NO_KEYS
-        if len(rules) > _UNINDEXED:
-            self.keyed = {}
+        self.keyed: dict[str, list[_Wild]] = {}
         for rule in rules:
             key = rule[2][1][:_KEY]
-            if key and self.keyed is not _NO_KEYS:
+            if key:
                 self.keyed.setdefault(key, []).append(rule)
             else:
                 self.free.append(rule)
@@ -207,16 +203,6 @@ class _WildGroup:
                 if rules is not None:
                     found.extend(rules)
         return found
-
-    def size(self) -> int:
-        size = sys.getsizeof(self.free) + 80
-        if self.keyed is not _NO_KEYS:
-            size += sys.getsizeof(self.keyed)
-        for key, rules in self.keyed.items():
-            size += sys.getsizeof(key) + sys.getsizeof(rules)
-        for rule in self.rules():
-            size += 64 + sys.getsizeof(rule[2]) + sum(map(sys.getsizeof, rule[2]))
-        return size
 
     def rules(self) -> list[_Wild]:
         out = list(self.free)
@@ -247,7 +233,13 @@ class AgentRules:
                 exact[body] = max(exact.get(body, (-1, False)), (priority, allow))
             else:
                 plain[body] = plain.get(body, False) or allow
-        wild = {prefix: _WildGroup(rules) for prefix, rules in wild_rules.items()}
+        wild: dict[str, _WildGroup | list[_Wild]] = {}
+        for prefix, group in wild_rules.items():
+            if len(group) > _UNINDEXED:
+                wild[prefix] = _WildGroup(group)
+            else:
+                group.sort(reverse=True)
+                wild[prefix] = group
         self._plain = plain
         self._plain_lengths = tuple(sorted({len(p) for p in plain}, reverse=True))
         self._exact = exact
@@ -257,13 +249,19 @@ class AgentRules:
         self.size = self._estimate()
 
     def _estimate(self) -> int:
-        """Bytes this object holds, estimated from the sizes of its containers and strings."""
-        size = sum(map(sys.getsizeof, (self._plain, self._exact, self._wild)))
-        size += sum(sys.getsizeof(p) + 8 for p in self._plain)
-        size += sum(sys.getsizeof(p) + 72 for p in self._exact)
+        """Bytes this object holds, estimated from counts and lengths (CPython 3.11 sizes:
+        a str of n ASCII chars is 49 + n, a dict slot ~50, a tuple 40 + 8 per item)."""
+        size = 400 + 8 * (len(self._plain_lengths) + len(self._wild_lengths))
+        size += sum(map(len, self._plain)) + 100 * len(self._plain)
+        size += sum(map(len, self._exact)) + 170 * len(self._exact)
         for prefix, group in self._wild.items():
-            size += sys.getsizeof(prefix) + group.size()
-        return size + 8 * (len(self._plain_lengths) + len(self._wild_lengths)) + 200
+            rules = group if isinstance(group, list) else group.rules()
+            size += 160 + len(prefix) + 8 * len(rules)
+            for rule in rules:
+                size += 104 + 57 * len(rule[2]) + sum(map(len, rule[2]))
+            if not isinstance(group, list):
+                size += 200 + sum(100 + len(key) for key in group.keyed)
+        return size
 
     def check(self, path: str) -> bool | None:
         """May ``path`` (as ``_quote_path`` spells it) be fetched? None: over the budget."""
@@ -284,8 +282,11 @@ class AgentRules:
             group = self._wild.get(path[:length]) if length <= size else None
             if group is None:
                 continue
-            candidates = group.candidates(path, length)
-            candidates.sort(reverse=True)
+            if isinstance(group, list):
+                candidates = group
+            else:
+                candidates = group.candidates(path, length)
+                candidates.sort(reverse=True)
             for priority, rule_allow, parts, anchored in candidates:
                 if (priority, rule_allow) <= (best, allow):
                     break
@@ -303,7 +304,8 @@ class AgentRules:
         out.extend((p + "$", a, pr) for p, (pr, a) in self._exact.items())
         for group in self._wild.values():
             out.extend(("*".join(parts) + ("$" if anc else ""), a, pr)
-                       for pr, a, parts, anc in group.rules())
+                       for pr, a, parts, anc in (group if isinstance(group, list)
+                                                 else group.rules()))
         return out
 
     def encode(self) -> bytes:

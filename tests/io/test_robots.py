@@ -603,8 +603,11 @@ def test_a_file_built_to_be_slow_to_match_is_refused_within_the_budget() -> None
     assert MAX_PART_TESTS < 5000 * 10
 
 
-def test_the_size_estimate_is_within_a_factor_of_two_of_the_memory_held() -> None:
-    text = big_file(25_000, wildcards=False).decode() + big_file(5_000, True).decode()[14:]
+@pytest.mark.parametrize("wildcards", [False, True])
+def test_the_size_estimate_is_within_a_factor_of_two_of_the_memory_held(
+    wildcards: bool
+) -> None:
+    text = big_file(25_000, wildcards).decode() + big_file(5_000, not wildcards).decode()[14:]
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -614,7 +617,7 @@ def test_the_size_estimate_is_within_a_factor_of_two_of_the_memory_held() -> Non
     finally:
         tracemalloc.stop()
     assert held / 2 < compiled.size < held * 2, (held, compiled.size)
-    assert compiled.size < 8 << 20, "30,000 rules held in under 8 MiB"
+    assert compiled.size < 16 << 20, "30,000 rules held in under 16 MiB"
     assert AgentRules.decode(compiled.encode()) == compiled
 
 
