@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ from hive.testweb import (
 )
 from hive.urls import canonicalize
 from hive.worker import Worker
-from tests.conftest import crawl_config
+from tests.conftest import crawl_config, wait_for
 
 # Every non-public target a link could name, by address and by a name resolving there; the
 # guard refuses each before connecting (those on 127.0.0.1 would hit the tripwire).
@@ -184,6 +185,7 @@ class RobotsWeb:
         self.log: list[tuple[str, str, float, float]] = []
         self.in_flight: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
+        self.robots_asked: Counter[str] = Counter()
         web = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -225,7 +227,20 @@ class RobotsWeb:
             handler.wfile.write(body)
 
         page = b"<!doctype html><a href='/private/x'>p</a><a href='/ok'>ok</a>"
-        if host == "victim.rb.test":
+        if path == "/robots.txt":
+            with self.lock:
+                asked = self.robots_asked[host]
+                self.robots_asked[host] += 1
+        private = b"User-agent: *\nDisallow: /private/\n"
+        if host == "flaky.rb.test" and path == "/robots.txt":
+            # Down for its first two tries, then back.
+            send(500, b"") if asked < 2 else send(200, private)
+        elif host == "stale.rb.test" and path == "/robots.txt":
+            # Up once, then down for good: the copy it served must stand in.
+            send(200, private) if asked < 1 else send(503, b"")
+        elif host in ("flaky.rb.test", "stale.rb.test"):
+            send(200, b"<!doctype html>no links")
+        elif host == "victim.rb.test":
             if path == "/robots.txt":
                 send(200, b"User-agent: *\nDisallow: /\n")
             else:
@@ -331,3 +346,44 @@ def test_a_cut_or_undecodable_robots_txt_is_unreachable_not_empty(
     assert paths == ["/robots.txt"] * tries, paths
     outcomes = {e["outcome"] for e in crawl["log"] if f"//{host}" in e["url"]}  # type: ignore[attr-defined]
     assert "robots_unreachable" in outcomes, outcomes
+
+
+def test_an_unreachable_origin_comes_back_and_a_stale_copy_stands_in(
+    tmp_path: Path,
+) -> None:
+    """flaky.rb.test's robots.txt fails its two tries, then comes back: its first page ends
+    robots_unreachable, a page admitted after robots.unreachable_retry is crawled (the host
+    is not blocked for the rest of the crawl). stale.rb.test's robots.txt answers once, then
+    503 for good: once the copy expires, it stands in (RFC 9309 section 2.4): a new page is
+    crawled, a disallowed one is not."""
+    web = RobotsWeb()
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": [f"*.rb.test={ROBOTS_ADDRESS}"], "allow_nets": [f"{ROBOTS_ADDRESS}/32"]},
+        politeness={"min_delay": 0.05, "max_delay": 0.1, "backoff_base": 0.1, "backoff_max": 0.2},
+        robots={"retry_delay": 0.1, "tries": 2, "unreachable_retry": 1.0, "cache_ttl": 1.0},
+        fetch={"threads": 4, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0},
+    )
+    worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    try:
+        started = time.time()
+        worker.add([web.url("flaky.rb.test"), web.url("stale.rb.test")], started)
+        assert worker.run_until_idle(timeout=30)
+        # Both the stale copy and the unreachable verdict have expired after this.
+        wait_for(lambda: time.time() > started + 2.5, timeout=5)
+        later = ["/later", "/private/y"]
+        worker.add([web.url(host, path) for host in ("flaky.rb.test", "stale.rb.test")
+                    for path in later], time.time())
+        assert worker.run_until_idle(timeout=30)
+    finally:
+        worker.close()
+        web.close()
+    log = [json.loads(line) for line in (tmp_path / "crawl-00.jsonl").read_text().splitlines()]
+    outcome = {(e["url"].split("/")[2].split(":")[0], "/" + e["url"].split("/", 3)[3]):
+               e["outcome"] for e in log}
+    assert outcome[("flaky.rb.test", "/")] == "robots_unreachable"
+    assert outcome[("flaky.rb.test", "/later")] == "ok"
+    assert outcome[("flaky.rb.test", "/private/y")] == "robots"
+    assert outcome[("stale.rb.test", "/later")] == "ok"
+    assert outcome[("stale.rb.test", "/private/y")] == "robots"
+    assert web.robots_asked["stale.rb.test"] >= 2, "the expired copy was fetched again"
+    assert "/private/y" not in {path for path, _, _ in web.requests("stale.rb.test")}
