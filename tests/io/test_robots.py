@@ -655,3 +655,16 @@ def test_an_unreachable_copy_never_stands_in() -> None:
     unreachable = RobotsRules("unreachable", "hive", 10.0, 1e9)
     decision = POLICY.from_fetch(None, b"", now=20.0, attempt=1, stale=unreachable)
     assert not decision.stale and decision.rules.kind == "disallow_all"
+
+
+def test_storing_one_scheme_keeps_the_others_slot_undecoded() -> None:
+    """Putting http's rules must not decode https's (a 512 KB file costs a rebuild): its slot
+    is carried over byte for byte, even one that would not decode."""
+    store = Store()
+    good = encode_entries({"https": parsed("User-agent: *\nDisallow: /x\n")})
+    store.data["a.test"] = good.replace(b"D2 /x", b"Q2 /x")
+    cache = RobotsCache(MB, "hive", load=store.load, store=store.store)
+    cache.put("http://a.test/robots.txt", RobotsRules("allow_all", "hive", 50.0))
+    assert store.data["a.test"].startswith(good.replace(b"D2 /x", b"Q2 /x"))
+    assert cache.get("http://a.test/", now=1.0) is not None
+    assert RobotsCache(MB, "hive", load=store.load).get("https://a.test/", now=1.0) is None
