@@ -61,17 +61,19 @@ match is the first hit), ``$``-anchored ones in a dict of exact paths, and
 wildcard patterns indexed by their literal prefix and tried longest first, each
 by ``str.find`` over its literal parts (linear in the path, no backtracking).
 The longest pattern wins, ``Allow`` on a tie; ``/robots.txt`` itself is always
-allowed. A check tests at most ``MAX_PART_TESTS`` literal parts of wildcard
-patterns; a URL that needs more (a file built to be slow to match) is refused,
-which is the safe side. So the frontier thread, which checks every page before
-it is leased, spends on one check at most a slice and a dict probe per distinct
-plain-pattern length (at most the path's length), one dict probe for ``$``
-paths, and ``MAX_PART_TESTS`` ``str.find`` calls. bench/bench_robots.py, 25,000
-rules (512 KB): 7-12 us per URL plain, 30-45 us with wildcards (protego: 4-5 ms
-and 30-42 ms). Compiling a file (protego's parse, in a fetch thread) costs
-1-5 s for such a file; loading its compiled rules back from the store after an
-eviction, which the frontier thread does, 40-130 ms: linear in the rules, bounded
-by ``max_bytes``, and once per origin until the next eviction.
+allowed. A check does at most ``MAX_CHECK_WORK`` units of work on wildcard
+patterns (a unit: a substring probed in an index, or a literal part searched
+for, weighted by the path's length); a URL that needs more (a file built to be
+slow to match) is refused, which is the safe side. So the frontier thread,
+which checks every page before it is leased, spends on one check at most a
+slice and a dict probe per distinct plain-pattern length (at most the path's
+length), one dict probe for ``$`` paths, and ``MAX_CHECK_WORK`` units on
+wildcards (a few ms at most). bench/bench_robots.py, 25,000 rules (512 KB):
+7-15 us per URL plain, 30-45 us with wildcards (protego: 4-5 ms and 30-42 ms).
+Compiling such a file (protego's parse, in a fetch thread) costs 1-5 s;
+loading its compiled rules back from the store after an eviction, which the
+frontier thread does, 40-130 ms: linear in the rules, bounded by
+``max_bytes``, and once per origin until the next eviction.
 
 Persistence: the ``robots`` store keeps, per host key, one entry per scheme:
 the kind, expiry, stale limit and our group's compiled rules (not the body, so
@@ -108,7 +110,7 @@ RulesKind = Literal["allow_all", "disallow_all", "parsed", "unreachable"]
 _KINDS: tuple[RulesKind, ...] = get_args(RulesKind)
 SCHEMES = ("http", "https")
 # Literal parts of wildcard patterns one check may test (see "Matching" above).
-MAX_PART_TESTS = 4096
+MAX_CHECK_WORK = 50_000
 
 _BOM = b"\xef\xbb\xbf"
 _FORMAT_VERSION = 2
@@ -285,7 +287,9 @@ class AgentRules:
         exact = self._exact.get(path)
         if exact is not None and exact > (best, allow):
             best, allow = exact
-        tests = 0
+        # Work in units of about one short string operation: a substring probed for
+        # the index, or a literal part searched for (a longer path costs more per part).
+        work, per_part = 0, 1 + size // 64
         for length in self._wild_lengths:
             group = self._wild.get(path[:length]) if length <= size else None
             if group is None:
@@ -293,13 +297,16 @@ class AgentRules:
             if isinstance(group, list):
                 candidates = group
             else:
+                work += len(group.lengths) * (size - length)
+                if work > MAX_CHECK_WORK:
+                    return None
                 candidates = group.candidates(path, length)
                 candidates.sort(reverse=True)
             for priority, rule_allow, parts, anchored in candidates:
                 if (priority, rule_allow) <= (best, allow):
                     break
-                tests += len(parts)
-                if tests > MAX_PART_TESTS:
+                work += len(parts) * per_part
+                if work > MAX_CHECK_WORK:
                     return None
                 if _wild_match(path, parts, anchored):
                     best, allow = priority, rule_allow

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hive import config
 from hive.errors import ConfigError, StoreError
 from hive.robots import (
-    MAX_PART_TESTS,
+    MAX_CHECK_WORK,
     AgentRules,
     RobotsCache,
     RobotsPolicy,
@@ -593,14 +593,29 @@ def test_a_25000_rule_file_is_checked_in_bounded_time(wildcards: bool) -> None:
 
 def test_a_file_built_to_be_slow_to_match_is_refused_within_the_budget() -> None:
     """Thousands of wildcard patterns sharing a prefix, each with many parts: a check
-    stops after MAX_PART_TESTS parts and refuses the URL (the safe side)."""
+    stops after MAX_CHECK_WORK units and refuses the URL (the safe side)."""
     body = "User-agent: *\n" + "".join(
         f"Disallow: /*a*a*a*a*a*a*a*a*a*b{i}\n" for i in range(5000))
     rules = parsed(body)
     assert rules.check("https://a.test/" + "a" * 1000) is None
     assert not rules.allowed("https://a.test/" + "a" * 1000)
     assert rules.check("https://a.test/robots.txt") is True
-    assert MAX_PART_TESTS < 5000 * 10
+    assert MAX_CHECK_WORK < 5000 * 10 * (1 + 1000 // 64)
+
+
+def test_nested_wildcard_groups_cost_a_bounded_time() -> None:
+    """200 indexed groups whose prefixes all start the path (/a, /aa, /aaa...), each probed
+    by every substring of the path: unbounded, one check took ~0.5 s; bounded, it stops
+    after MAX_CHECK_WORK units. The bound asserted is generous (a loaded CI)."""
+    body = "User-agent: *\n" + "".join(
+        f"Disallow: /{'a' * k}*{'x' * j}y\n" for k in range(1, 201) for j in range(1, 9))
+    rules = parsed(body)
+    started = time.process_time()
+    verdict = rules.check("https://a.test/" + "a" * 2000)
+    assert time.process_time() - started < 0.1
+    assert verdict is None
+    assert rules.check("https://a.test/aaa/xxy") is False
+    assert rules.check("https://a.test/b") is True
 
 
 @pytest.mark.parametrize("wildcards", [False, True])
