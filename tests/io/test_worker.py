@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,11 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
+from hive.frontier import ROBOTS, Lease
+from hive.record import UrlRecord
+from hive.robots import RobotsRules
 from hive.urls import canonicalize
-from hive.worker import Worker
+from hive.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
 from tests.conftest import crawl_config, wait_for
 
 # Every non-public target a link could name, by address and by a name resolving there; the
@@ -387,3 +391,42 @@ def test_an_unreachable_origin_comes_back_and_a_stale_copy_stands_in(
     assert outcome[("stale.rb.test", "/private/y")] == "robots"
     assert web.robots_asked["stale.rb.test"] >= 2, "the expired copy was fetched again"
     assert "/private/y" not in {path for path, _, _ in web.requests("stale.rb.test")}
+
+
+def test_big_robots_files_are_parsed_a_few_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight fetch threads finishing big robots.txt files at once parse at most
+    ROBOTS_PARSES of them at a time (each holds tens of MB while protego reads it)."""
+    cfg = config.load(environ={}).replace(fetch={"threads": 8})
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+    lock, now_parsing, most = threading.Lock(), [0], [0]
+    parse = RobotsRules.parse
+
+    def counting(*args: Any, **kwargs: Any) -> RobotsRules:
+        with lock:
+            now_parsing[0] += 1
+            most[0] = max(most[0], now_parsing[0])
+        try:
+            return parse(*args, **kwargs)
+        finally:
+            with lock:
+                now_parsing[0] -= 1
+
+    monkeypatch.setattr(RobotsRules, "parse", counting)
+    body = b"User-agent: *\n" + b"".join(b"Disallow: /d%d/*.x$\n" % i for i in range(5000))
+    assert len(body) > BIG_ROBOTS
+    lease = Lease(ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
+    try:
+        threads = [
+            threading.Thread(target=worker._robots_outcome,
+                             args=(lease, None, 200, body, 0.0, 0.0, ""))
+            for _ in range(8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        worker.close()
+    assert 1 <= most[0] <= ROBOTS_PARSES
