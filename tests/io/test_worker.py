@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from hive import config
+from hive.frontier import ROBOTS, Lease
+from hive.record import UrlRecord
+from hive.robots import RobotsRules
 from hive.testweb import (
     UNAVAILABLE_RETRY_AFTER,
     WebProcess,
@@ -24,9 +27,6 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
-from hive.frontier import ROBOTS, Lease
-from hive.record import UrlRecord
-from hive.robots import RobotsRules
 from hive.urls import canonicalize
 from hive.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
 from tests.conftest import crawl_config, wait_for
