@@ -262,16 +262,17 @@ class Worker:
     def _robots_refuses(self, lease: Lease, now: float) -> bool:
         """Refuse a page its origin's rules disallow, or whose origin is unreachable.
 
-        No rules in the cache (evicted, or robots.txt of another origin of the
-        host was fetched): the page is fetched. The frontier leases robots.txt
-        for an origin before its pages, and keeps it fresh, so this happens only
-        after an eviction that the store could not undo.
+        The frontier leases an origin's robots.txt before its pages and keeps it
+        fresh, so rules are missing only when the store lost them (a damaged
+        entry, one of an older format): the page goes back, behind a new fetch
+        of its origin's robots.txt. Never fetched without rules.
         """
         if lease.kind != PAGE or not self.cfg.robots.enabled:
             return False
         rules = self.robots.get(lease.record.url, now)
         if rules is None:
-            return False
+            self.frontier.robots_lost(lease, now)
+            return True
         verdict = rules.check(lease.record.url)
         if verdict:
             return False

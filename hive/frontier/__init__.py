@@ -521,6 +521,26 @@ class Frontier:
             host.blocked = outcome.kind
 
     @_store_errors
+    def robots_lost(self, lease: Lease, now: float) -> None:
+        """Give a page lease back: the worker has no robots.txt rules for its origin.
+
+        The origin's robots.txt counts as expired, so the host's next lease is
+        its robots.txt and the page waits behind it (rules lost from a damaged
+        store, or kept in a format this version does not read).
+        """
+        hh = lease.host_hash
+        if self.leased.pop(hh, None) is None:
+            raise ValueError(f"robots_lost() for a lease not outstanding: {lease.record.url}")
+        self.store.txn.delete(U64.pack(hh), db=self._leases_db)
+        self.store.ops += 1
+        host = self.back.bound[hh]
+        scheme = lease.record.url.split(":", 1)[0]
+        host.set_robots_state(scheme, 0.0, host.robots_state(scheme)[1])
+        self._count("frontier/robots/lost")
+        self._dirty.add(hh)
+        self.heap.schedule(hh, host.next_allowed, now)
+
+    @_store_errors
     def block(self, host_key: str, reason: str, now: float) -> None:
         """Take a host out of the crawl: its queued URLs and every later one end with ``reason``."""
         hh = host_hash(host_key)

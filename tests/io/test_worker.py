@@ -430,3 +430,35 @@ def test_big_robots_files_are_parsed_a_few_at_a_time(
     finally:
         worker.close()
     assert 1 <= most[0] <= ROBOTS_PARSES
+
+
+def test_rules_lost_from_the_store_are_fetched_again_not_ignored(tmp_path: Path) -> None:
+    """The victim's robots.txt (Disallow: /) is fetched; its store entry is then lost (a
+    damaged or older-format entry) and the worker restarts, the origin still fresh in the
+    host's state. A page admitted then waits for robots.txt to be fetched again and is
+    refused, never fetched without rules."""
+    web = RobotsWeb()
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": [f"*.rb.test={ROBOTS_ADDRESS}"], "allow_nets": [f"{ROBOTS_ADDRESS}/32"]},
+        politeness={"min_delay": 0.05, "max_delay": 0.1},
+        fetch={"threads": 2, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0},
+    )
+    host = f"victim.rb.test:{web.port}"
+    try:
+        worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+        try:
+            worker.add([web.url("victim.rb.test", "/")], time.time())
+            assert worker.run_until_idle(timeout=30)
+        finally:
+            worker.close()
+        worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+        try:
+            worker.frontier.store.delete("robots", host.encode())
+            worker.frontier.commit(time.time())
+            worker.add([web.url("victim.rb.test", "/later")], time.time())
+            assert worker.run_until_idle(timeout=30)
+        finally:
+            worker.close()
+    finally:
+        web.close()
+    assert [path for path, _, _ in web.requests("victim.rb.test")] == ["/robots.txt"] * 2
