@@ -119,6 +119,9 @@ class RobotsConfig:
     max_redirects: int
     tries: int
     retry_delay: float
+    unreachable_retry: float
+    max_stale: float
+    cache_mb: float
 
 
 @dataclass(frozen=True, slots=True)

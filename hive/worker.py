@@ -45,6 +45,7 @@ from hive.frontier import HANDOFF_FAILED, PAGE, ROBOTS, Frontier, Lease, Outcome
 from hive.headers import refresh_target, robots_nofollow
 from hive.outbox import RecentLinks
 from hive.parse import Scope, extract_links
+from hive.politeness import Politeness
 from hive.proxy import Proxy
 from hive.record import UrlRecord
 from hive.robots import RobotsCache, RobotsPolicy, RobotsRules
@@ -54,7 +55,7 @@ from hive.warc import Truncation, WarcWriter
 log = logging.getLogger(__name__)
 
 LinkSink = Callable[[list[UrlRecord], float], None]
-ROBOTS_CACHE_ENTRIES = 50_000
+Job = tuple[Lease, RobotsRules | None]
 IDLE_WAIT = 0.5
 # A backlog of leases waits in the job queue behind the ones being fetched (two per fetch
 # thread, at most 16), so that busy threads need no frontier turn per page: they wake the
@@ -65,6 +66,11 @@ IDLE_WAIT = 0.5
 BACKLOG_PER_THREAD = 2
 MAX_BACKLOG = 16
 TURN_INTERVAL = 0.02
+# Parsing a robots.txt holds ~60 bytes per byte of it while protego reads it (30 MB for a
+# 512 KB file of wildcards, bench/bench_robots.py): at most this many fetch threads parse
+# one larger than BIG_ROBOTS at once, so T threads meeting such files hold ~60 MB, not T x 30.
+ROBOTS_PARSES = 2
+BIG_ROBOTS = 64 << 10
 DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 # Hosts whose last outcome delayed them beyond the ordinary politeness delay, remembered
 # (why, HTTP status) so that stats can say what the tail of a batch waits for; the oldest
@@ -172,9 +178,11 @@ class Worker:
         self.proxy = Proxy.parse(cfg.fetch.proxy, cfg.fetch.no_proxy)
         self.robots_policy = RobotsPolicy.from_config(cfg)
         self.robots = RobotsCache(
-            ROBOTS_CACHE_ENTRIES, self.robots_policy.agent,
+            max(1, int(cfg.robots.cache_mb * (1 << 20))), self.robots_policy.agent,
             load=self._load_robots, store=self._store_robots,
         )
+        self.politeness = Politeness.from_config(cfg.politeness)
+        self._robots_parses = threading.BoundedSemaphore(ROBOTS_PARSES)
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
         self.recent = RecentLinks(int(cfg.hive.recent_links_mb * (1 << 20)))
@@ -197,7 +205,7 @@ class Worker:
         self.in_flight = 0
         self.stopping = False
         self.disk_error = ""
-        self._jobs: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
         self._prefetch: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self.wake_fd, self._wake_w = os.pipe()
@@ -250,7 +258,7 @@ class Worker:
         if self.disk_error:
             raise StoreError(self.disk_error)
         self._apply_results(now)
-        dispatch: list[Lease] = []
+        dispatch: list[Job] = []
         wake_at: float | None = None
         while not self.stopping and self.in_flight + len(dispatch) < self.max_leases:
             ready = self.frontier.pop_ready(now)
@@ -259,11 +267,17 @@ class Worker:
                 break
             if self._robots_refuses(ready.lease, now):
                 continue
-            dispatch.append(ready.lease)
+            # A robots.txt fetch takes the origin's expired rules along: they stand in
+            # if the refetch fails (RFC 9309 section 2.4); only this thread reads the store.
+            stale = (
+                self.robots.stale(ready.lease.record.url, now)
+                if ready.lease.kind == ROBOTS else None
+            )
+            dispatch.append((ready.lease, stale))
         self.frontier.commit(now)
-        for lease in dispatch:
+        for job in dispatch:
             self.in_flight += 1
-            self._jobs.put(lease)
+            self._jobs.put(job)
         for host in self.frontier.newly_bound:
             self._prefetch.put(hostname(host))
         self.frontier.newly_bound.clear()
@@ -282,12 +296,26 @@ class Worker:
         return min(wait, TURN_INTERVAL) if self.in_flight else wait
 
     def _robots_refuses(self, lease: Lease, now: float) -> bool:
+        """Refuse a page its origin's rules disallow, or whose origin is unreachable.
+
+        The frontier leases an origin's robots.txt before its pages and keeps it
+        fresh, so rules are missing only when the store lost them (a damaged
+        entry, one of an older format): the page goes back, behind a new fetch
+        of its origin's robots.txt. Never fetched without rules.
+        """
         if lease.kind != PAGE or not self.cfg.robots.enabled:
             return False
-        rules = self.robots.get(lease.record.host_key, now)
-        if rules is None or rules.allowed(lease.record.url):
+        rules = self.robots.get(lease.record.url, now)
+        if rules is None:
+            self.frontier.robots_lost(lease, now)
+            return True
+        verdict = rules.check(lease.record.url)
+        if verdict:
             return False
-        self._record(Fetched(lease, Outcome("robots", contacted=False), now, now), now)
+        if verdict is None:
+            self.counts["robots/over_budget"] += 1
+        kind = "robots_unreachable" if rules.kind == "unreachable" else "robots"
+        self._record(Fetched(lease, Outcome(kind, contacted=False), now, now), now)
         return True
 
     def _apply_results(self, now: float) -> None:
@@ -298,7 +326,7 @@ class Worker:
                 return
             self.in_flight -= 1
             if fetched.rules is not None:
-                self.robots.put(fetched.lease.record.host_key, fetched.rules)
+                self.robots.put(fetched.lease.record.url, fetched.rules)
             if fetched.links:
                 self._hand_on(fetched, now)
             self._record(fetched, now)
@@ -465,10 +493,11 @@ class Worker:
             self.dns.lookup(host, time.time())
 
     def _fetch_loop(self) -> None:
-        while (lease := self._jobs.get()) is not None:
+        while (job := self._jobs.get()) is not None:
+            lease, stale = job
             started = time.time()
             try:
-                fetched = self._fetch(lease, started)
+                fetched = self._fetch(lease, stale, started)
             except Exception as exc:  # a bug must not kill the thread or lose the lease
                 if isinstance(exc, OSError) and exc.errno in DISK_ERRORS:
                     self.disk_error = f"writing WARC: {exc}"
@@ -507,15 +536,16 @@ class Worker:
         via = resolution.addresses[0]
         return via, self.guard.check_proxy(via) or ""
 
-    def _fetch(self, lease: Lease, started: float) -> Fetched:
+    def _fetch(self, lease: Lease, stale: RobotsRules | None, started: float) -> Fetched:
         address, kind, message = self._address(lease.record.host_key, started)
         if address is None:
             if lease.kind == ROBOTS and kind == "dns":
-                return self._robots_outcome(lease, None, b"", started, time.time(), message)
+                return self._robots_outcome(lease, stale, None, b"", started, time.time(),
+                                            message)
             return Fetched(lease, Outcome(kind, contacted=False), started, time.time(),
                            message=message)
         if lease.kind == ROBOTS:
-            return self._fetch_robots(lease, address, started)
+            return self._fetch_robots(lease, stale, address, started)
         host = lease.record.host_key
         result = self._get(lease.record.url, address, host)
         if self._sets_a_cookie_and_comes_back(lease, result):
@@ -656,7 +686,16 @@ class Worker:
             recent.add(url)
             fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))
 
-    def _fetch_robots(self, lease: Lease, address: str, started: float) -> Fetched:
+    def _fetch_robots(
+        self, lease: Lease, stale: RobotsRules | None, address: str, started: float
+    ) -> Fetched:
+        """Fetch robots.txt, following redirects on the same host only (hive.robots).
+
+        Every hop is a request to this host under its lease, so each waits the
+        host's delay after the last response, as its pages do. A hop to another
+        host (another politeness key) is not requested: the 3xx stands, and the
+        policy reads it as an unavailable robots.txt.
+        """
         url, hops = lease.record.url, 0
         while True:
             result = self._get(url, address)
@@ -667,38 +706,74 @@ class Worker:
             if target is None:
                 break
             try:
-                url = canonicalize(target)
+                target = canonicalize(target)
             except URLError:
                 break
-            next_address, _, message = self._address(host_key(url), time.time())
-            if next_address is None:
-                return self._robots_outcome(lease, None, b"", started, time.time(), message)
-            address, hops = next_address, hops + 1
-        status = result.status if result.outcome not in ("timeout", "connect") else None
+            if host_key(target) != lease.record.host_key:
+                message = f"robots.txt redirects to another host: {target}"
+                return self._robots_outcome(
+                    lease, stale, result.status, b"", started, result.finished, message
+                )
+            wait = self.politeness.delay(result.download_time)
+            time.sleep(max(0.0, result.finished + wait - time.time()))
+            url, hops = target, hops + 1
         return self._robots_outcome(
-            lease, status, result.body, started, result.finished, result.message,
-            result.retry_after,
+            lease, stale, robots_status(result), result.body, started, result.finished,
+            result.message, result.retry_after,
         )
 
     def _robots_outcome(
-        self, lease: Lease, status: int | None, body: bytes, started: float, finished: float,
-        message: str, retry_after: float | None = None,
+        self, lease: Lease, stale: RobotsRules | None, status: int | None, body: bytes,
+        started: float, finished: float, message: str, retry_after: float | None = None,
     ) -> Fetched:
-        decision = self.robots_policy.from_fetch(
-            status, body, finished, attempt=lease.record.attempts + 1, retry_after=retry_after
-        )
+        gate = self._robots_parses if len(body) > BIG_ROBOTS else contextlib.nullcontext()
+        with gate:
+            decision = self.robots_policy.from_fetch(
+                status, body, finished, attempt=lease.record.attempts + 1,
+                retry_after=retry_after, stale=stale,
+            )
         contacted = status is not None
+        rules = decision.rules
         if decision.unreachable:
-            outcome = Outcome("robots_unreachable", status, contacted)
+            outcome = Outcome("robots_unreachable", status, contacted, robots_until=rules.expires)
+        elif decision.stale:
+            outcome = Outcome("robots_stale", status, contacted, crawl_delay=rules.crawl_delay(),
+                              robots_until=rules.expires)
         elif decision.retry_at is not None:
             outcome = Outcome(
                 "robots_retry", status, contacted, retry_after=decision.retry_at - finished
             )
         else:
             outcome = Outcome(
-                "robots_ok", status, contacted, crawl_delay=decision.rules.crawl_delay(),
-                robots_until=decision.rules.expires,
+                "robots_ok", status, contacted, crawl_delay=rules.crawl_delay(),
+                robots_until=rules.expires,
             )
-        rules = decision.rules if decision.final else None
+        keep = decision.final or decision.stale
         return Fetched(lease, outcome, started, finished, size=len(body), message=message,
-                       rules=rules)
+                       rules=rules if keep else None)
+
+
+def robots_status(result: FetchResult) -> int | None:
+    """The status robots.txt's policy reads from a fetch: None unless the answer came whole.
+
+    A 2xx whose body was cut by a failure (connection dropped, timeout) or could
+    not be decoded is no robots.txt: taking it as an empty file would allow all.
+    Cut at the size cap (``too_large``, ``decoded_too_large``) it is a file: its
+    first ``robots.max_bytes`` are what RFC 9309 asks to parse.
+    """
+    if result.status is None:
+        return None
+    if result.outcome == "redirect" or result.outcome.startswith("http_"):
+        return result.status
+    if result.outcome in ("too_large", "decoded_too_large"):
+        return result.status
+    if result.outcome != "ok":
+        return None
+    codings = {
+        c.strip().lower()
+        for name, value in result.headers if name.lower() == "content-encoding"
+        for c in value.split(",")
+    } - {"", "identity"}
+    if codings and result.raw_body and result.body == result.raw_body:
+        return None  # a content coding the fetcher could not undo: the bytes are not the file
+    return result.status

@@ -18,10 +18,11 @@ the URL at the head of its host's queue with ``attempts + 1`` until
 ``max_retries``, the host waiting the URL's retry back-off; every other outcome
 is final. ``handoff_failed`` (a page whose links could not be handed on) is
 always retryable. The host's own back-off grows only with its consecutive host
-failures (hive/politeness.py says which and why). Robots leases
-(kind ``robots``) take the outcomes ``robots_ok`` and ``robots_retry``; any
-other (``robots_unreachable``, ``refused_address``) blocks the host, whose URLs
-then end with that outcome.
+failures (hive/politeness.py says which and why). Robots leases (kind
+``robots``, for the origin of the host's head URL: robots.txt is per scheme)
+take the outcomes ``robots_ok``, ``robots_stale``, ``robots_retry`` and
+``robots_unreachable`` (see ``_robots_done``); any other (``refused_address``)
+blocks the host, whose URLs then end with that outcome.
 """
 
 from __future__ import annotations
@@ -446,11 +447,12 @@ class Frontier:
                 self._dirty.add(hh)
                 heap.schedule(hh, now, now)
                 continue
-            if self.robots and host.robots_until <= now:
-                scheme = record.url.split(":", 1)[0]
+            scheme = record.url.split(":", 1)[0]
+            robots_until, robots_tries = host.robots_state(scheme)
+            if self.robots and robots_until <= now:
                 robots = UrlRecord(
                     f"{scheme}://{host.host_key}/robots.txt", host.host_key,
-                    attempts=host.robots_tries,
+                    attempts=robots_tries,
                 )
                 lease = Lease(ROBOTS, hh, robots, b"")
             else:
@@ -525,7 +527,7 @@ class Frontier:
             )
             host.next_allowed = max(host.next_allowed, finished + host.delay)
         if lease.kind == ROBOTS:
-            self._robots_done(host, outcome, finished)
+            self._robots_done(host, lease.record, outcome, finished)
         elif retry:
             lease.record.attempts += 1
             back.replace(lease.key, host, lease.record.encode())
@@ -544,11 +546,23 @@ class Frontier:
         else:
             self.heap.schedule(hh, host.next_allowed, finished)
 
-    def _robots_done(self, host: HostState, outcome: Outcome, finished: float) -> None:
+    def _robots_done(
+        self, host: HostState, record: UrlRecord, outcome: Outcome, finished: float
+    ) -> None:
+        """Apply a robots.txt outcome to the state of its origin (the lease's scheme).
+
+        ``robots_ok`` and ``robots_stale`` (an expired copy stands in while the
+        refetch fails) set the rules' Crawl-delay; ``robots_unreachable`` holds
+        until ``robots_until`` too (the worker ends the origin's URLs meanwhile),
+        then the tries start over; ``robots_retry`` counts a try. Any other
+        outcome (``refused_address``) blocks the host.
+        """
         self._count(f"frontier/robots/{outcome.kind}")
-        if outcome.kind == "robots_ok":
-            host.robots_until = outcome.robots_until or finished
-            host.robots_tries = 0
+        scheme = record.url.split(":", 1)[0]
+        _, tries = host.robots_state(scheme)
+        until = outcome.robots_until or finished
+        if outcome.kind in ("robots_ok", "robots_stale"):
+            host.set_robots_state(scheme, until, 0 if outcome.kind == "robots_ok" else tries + 1)
             host.crawl_delay = outcome.crawl_delay or 0.0
             if self.crawl_delay_skip and host.crawl_delay > self.politeness.crawl_delay_cap:
                 host.blocked = "crawl_delay_too_long"
@@ -557,13 +571,35 @@ class Frontier:
                     host.next_allowed,
                     finished + min(host.crawl_delay, self.politeness.crawl_delay_cap),
                 )
+        elif outcome.kind == "robots_unreachable":
+            host.set_robots_state(scheme, until, 0)
         elif outcome.kind == "robots_retry":
-            host.robots_tries += 1
+            host.set_robots_state(scheme, host.robots_state(scheme)[0], tries + 1)
             if outcome.retry_after:
                 host.next_allowed = max(host.next_allowed, finished + outcome.retry_after)
         else:
-            host.robots_tries += 1
+            host.set_robots_state(scheme, host.robots_state(scheme)[0], tries + 1)
             host.blocked = outcome.kind
+
+    @_store_errors
+    def robots_lost(self, lease: Lease, now: float) -> None:
+        """Give a page lease back: the worker has no robots.txt rules for its origin.
+
+        The origin's robots.txt counts as expired, so the host's next lease is
+        its robots.txt and the page waits behind it (rules lost from a damaged
+        store, or kept in a format this version does not read).
+        """
+        hh = lease.host_hash
+        if self.leased.pop(hh, None) is None:
+            raise ValueError(f"robots_lost() for a lease not outstanding: {lease.record.url}")
+        self.store.txn.delete(U64.pack(hh), db=self._leases_db)
+        self.store.ops += 1
+        host = self.back.bound[hh]
+        scheme = lease.record.url.split(":", 1)[0]
+        host.set_robots_state(scheme, 0.0, host.robots_state(scheme)[1])
+        self._count("frontier/robots/lost")
+        self._dirty.add(hh)
+        self.heap.schedule(hh, host.next_allowed, now)
 
     @_store_errors
     def block(self, host_key: str, reason: str, now: float) -> None:

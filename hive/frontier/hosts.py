@@ -1,11 +1,13 @@
 """HostState: what the frontier remembers of one host, persisted in ``hosts``.
 
 Politeness (next-allowed time, last delay and download time, Crawl-delay,
-consecutive failures), robots.txt freshness and tries, a block reason (robots
-unreachable, Crawl-delay over the cap, an operator's ``deny``), counts, and
-where the host is parked. ``head`` is in memory only: while the host is bound,
-the back key and record bytes of the best URL in its queue (None when empty),
-so that neither a lease nor its outcome has to look the queue up again.
+consecutive failures), robots.txt freshness and tries per scheme (robots.txt
+belongs to an origin, RFC 9309 section 2.3, while politeness belongs to the
+host), a block reason (Crawl-delay over the cap, an address refused, an
+operator's ``deny``), counts, and where the host is parked. ``head`` is in
+memory only: while the host is bound, the back key and record bytes of the best
+URL in its queue (None when empty), so that neither a lease nor its outcome has
+to look the queue up again.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from __future__ import annotations
 import struct
 
 _FORMAT = struct.Struct(">dddddIIIIdI")
+# The http origin's robots.txt freshness and tries, after the host key (stores written
+# before robots.txt was kept per scheme lack it: http then fetches its own again).
+_HTTP_ROBOTS = struct.Struct(">dI")
 
 
 class HostState:
     __slots__ = (
         "host_key", "next_allowed", "delay", "download_time", "crawl_delay", "robots_until",
         "admitted", "fetched", "queued", "failures", "parked_at", "robots_tries",
-        "blocked", "head",
+        "blocked", "head", "http_robots_until", "http_robots_tries",
     )
 
     def __init__(self, host_key: str) -> None:
@@ -35,8 +40,22 @@ class HostState:
         self.failures = 0
         self.parked_at = -1.0
         self.robots_tries = 0
+        self.http_robots_until = 0.0
+        self.http_robots_tries = 0
         self.blocked = ""
         self.head: tuple[bytes, bytes] | None = None
+
+    def robots_state(self, scheme: str) -> tuple[float, int]:
+        """(fresh until, failed tries) of the robots.txt of this host's ``scheme`` origin."""
+        if scheme == "http":
+            return self.http_robots_until, self.http_robots_tries
+        return self.robots_until, self.robots_tries
+
+    def set_robots_state(self, scheme: str, until: float, tries: int) -> None:
+        if scheme == "http":
+            self.http_robots_until, self.http_robots_tries = until, tries
+        else:
+            self.robots_until, self.robots_tries = until, tries
 
     def encode(self) -> bytes:
         head = _FORMAT.pack(
@@ -44,13 +63,17 @@ class HostState:
             self.robots_until, self.admitted, self.fetched, self.queued, self.failures,
             self.parked_at, self.robots_tries,
         )
-        return head + self.blocked.encode() + b"\0" + self.host_key.encode()
+        tail = _HTTP_ROBOTS.pack(self.http_robots_until, self.http_robots_tries)
+        return head + self.blocked.encode() + b"\0" + self.host_key.encode() + b"\0" + tail
 
     @classmethod
     def decode(cls, data: bytes) -> HostState:
         values = _FORMAT.unpack_from(data)
-        blocked, _, key = data[_FORMAT.size :].partition(b"\0")
+        blocked, _, rest = data[_FORMAT.size :].partition(b"\0")
+        key, _, tail = rest.partition(b"\0")
         state = cls(key.decode())
+        if len(tail) == _HTTP_ROBOTS.size:
+            state.http_robots_until, state.http_robots_tries = _HTTP_ROBOTS.unpack(tail)
         (
             state.next_allowed, state.delay, state.download_time, state.crawl_delay,
             state.robots_until, state.admitted, state.fetched, state.queued, state.failures,

@@ -225,7 +225,12 @@ def test_not_contacted_outcome_keeps_the_clock(opener: Callable[..., Opener]) ->
     assert lease_now(f, 1.0).kind == PAGE, "a URL refused by robots costs the host no delay"
 
 
-def test_robots_unreachable_ends_the_host(opener: Callable[..., Opener]) -> None:
+def test_robots_unreachable_holds_its_origin_then_tries_again(
+    opener: Callable[..., Opener]
+) -> None:
+    """An unreachable robots.txt no longer blocks the host for the rest of the crawl: its
+    origin's robots.txt is leased again when ``robots_until`` comes (the worker ends the
+    origin's URLs meanwhile), with its tries counted from the start again."""
     f = opener().open()
     f.admit([rec(f"http://bad.test/{i}") for i in range(4)], 0.0)
     lease = lease_now(f, 0.0)
@@ -233,13 +238,40 @@ def test_robots_unreachable_ends_the_host(opener: Callable[..., Opener]) -> None
     assert f.pop_ready(4.0).lease is None
     lease = lease_now(f, 5.0)
     assert lease.kind == ROBOTS and lease.record.attempts == 1
-    f.done(lease, Outcome("robots_unreachable", 503), 5.0, 5.0)
-    assert f.pop_ready(100.0).wake_at is None
+    f.done(lease, Outcome("robots_unreachable", 503, robots_until=1000.0), 5.0, 5.0)
+    page = lease_now(f, 100.0)
+    assert page.kind == PAGE, "the worker ends the origin's pages against its rules"
+    f.done(page, Outcome("robots_unreachable", contacted=False), 100.0, 100.0)
+    page = lease_now(f, 100.0)
+    assert page.kind == PAGE
+    f.done(page, Outcome("robots_unreachable", contacted=False), 100.0, 100.0)
     f.admit([rec("http://bad.test/late")], 100.0)
-    stats = f.stats()
-    assert stats["frontier/done/robots_unreachable"] == 4
-    assert stats["frontier/refused/robots_unreachable"] == 1
-    assert stats["frontier/pending"] == 0
+    assert f.stats().get("frontier/refused/robots_unreachable", 0) == 0
+    f.commit(100.0)
+    retry = lease_now(f, 1000.0)
+    assert retry.kind == ROBOTS and retry.record.attempts == 0
+    assert f.stats()["frontier/done/robots_unreachable"] == 2
+
+
+def test_robots_txt_is_leased_per_scheme(opener: Callable[..., Opener]) -> None:
+    """RFC 9309 section 2.3: http and https of one host each have their robots.txt."""
+    o = opener()
+    f = o.open()
+    f.admit([rec("https://a.test/1")], 0.0)
+    lease = lease_now(f, 0.0)
+    assert (lease.kind, lease.record.url) == (ROBOTS, "https://a.test/robots.txt")
+    f.done(lease, ROBOTS_OK, 0.0, 0.0)
+    f.done(lease_now(f, 10.0), Outcome("ok", 200), 10.0, 10.0)
+    f.admit([rec("http://a.test/2")], 20.0)
+    lease = lease_now(f, 20.0)
+    assert (lease.kind, lease.record.url) == (ROBOTS, "http://a.test/robots.txt")
+    f.done(lease, ROBOTS_OK, 20.0, 20.0)
+    f = o.reopen(20.0)
+    f.admit([rec("http://a.test/3"), rec("https://a.test/4")], 30.0)
+    for now in (40.0, 50.0):
+        page = lease_now(f, now)
+        assert page.kind == PAGE, "each origin's robots.txt state survived the reopen"
+        f.done(page, OK, now, now)
 
 
 def test_priority_survives_the_back_end(opener: Callable[..., Opener]) -> None:

@@ -10,12 +10,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
+from hive.frontier import ROBOTS, Lease
+from hive.record import UrlRecord
+from hive.robots import RobotsRules
 from hive.testweb import (
     UNAVAILABLE_RETRY_AFTER,
     WebProcess,
@@ -25,8 +30,8 @@ from hive.testweb import (
     received,
 )
 from hive.urls import canonicalize
-from hive.worker import Worker
-from tests.conftest import crawl_config
+from hive.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
+from tests.conftest import crawl_config, wait_for
 from tests.proxyserver import ConnectProxy
 
 # Every non-public target a link could name, by address and by a name resolving there; the
@@ -327,3 +332,294 @@ def test_a_proxy_is_used_only_when_its_own_address_is_allowed(
         assert log["/shown"]["outcome"] == "ok" and len(proxy.targets) == tunnels
     finally:
         proxy.close()
+
+
+# --- robots.txt at the server: redirects, cut and undecodable files ---------------------
+
+ROBOTS_ADDRESS = "127.0.0.3"
+REDIRECTORS = 30
+CHAIN = ["/robots.txt", "/r1", "/r2", "/r3", "/rules.txt"]
+
+
+class RobotsWeb:
+    """Hosts whose robots.txt is hostile, on one threaded server; every request logged with
+    its start and end, and the most requests ever in flight at once per host."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, float, float]] = []
+        self.in_flight: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        self.robots_asked: Counter[str] = Counter()
+        web = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                host = self.headers.get("Host", "").partition(":")[0]
+                start = time.time()
+                with web.lock:
+                    web.in_flight[host] += 1
+                    web.most[host] = max(web.most[host], web.in_flight[host])
+                try:
+                    time.sleep(0.02)  # widen the window in which two requests would overlap
+                    web.answer(self, host, self.path)
+                finally:
+                    with web.lock:
+                        web.in_flight[host] -= 1
+                        web.log.append((host, self.path, start, time.time()))
+
+        self.server = ThreadingHTTPServer((ROBOTS_ADDRESS, 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, host: str, path: str = "/") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def answer(self, handler: BaseHTTPRequestHandler, host: str, path: str) -> None:
+        def send(status: int, body: bytes, *headers: tuple[str, str], length: int = -1) -> None:
+            handler.send_response(status)
+            for name, value in headers:
+                handler.send_header(name, value)
+            handler.send_header("Content-Length", str(len(body) if length < 0 else length))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        page = b"<!doctype html><a href='/private/x'>p</a><a href='/ok'>ok</a>"
+        if path == "/robots.txt":
+            with self.lock:
+                asked = self.robots_asked[host]
+                self.robots_asked[host] += 1
+        private = b"User-agent: *\nDisallow: /private/\n"
+        if host == "flaky.rb.test" and path == "/robots.txt":
+            # Down for its first two tries, then back.
+            send(500, b"") if asked < 2 else send(200, private)
+        elif host == "stale.rb.test" and path == "/robots.txt":
+            # Up once, then down for good: the copy it served must stand in.
+            send(200, private) if asked < 1 else send(503, b"")
+        elif host in ("flaky.rb.test", "stale.rb.test"):
+            send(200, b"<!doctype html>no links")
+        elif host == "victim.rb.test":
+            if path == "/robots.txt":
+                send(200, b"User-agent: *\nDisallow: /\n")
+            else:
+                send(200, b"the victim's secret")
+        elif host.startswith("redirector"):
+            if path == "/robots.txt":
+                send(301, b"", ("Location", self.url("victim.rb.test", "/secret/admin")))
+            else:
+                send(200, b"<!doctype html>a page")
+        elif host == "chain.rb.test":
+            if path in CHAIN[:-1]:
+                send(302, b"", ("Location", CHAIN[CHAIN.index(path) + 1]))
+            elif path == CHAIN[-1]:
+                send(200, b"User-agent: *\nDisallow: /private/\n")
+            else:
+                send(200, page)
+        elif host == "cut.rb.test":
+            if path == "/robots.txt":
+                # A body cut by the connection dropping: read as empty, it would allow all.
+                send(200, b"User-agent: *\nAllow: /\n", length=4000)
+                handler.close_connection = True
+            else:
+                send(200, page)
+        elif host == "gzip.rb.test":
+            if path == "/robots.txt":
+                send(200, b"\x1f\x8b\x08\x00corrupt gzip" * 10, ("Content-Encoding", "gzip"))
+            else:
+                send(200, page)
+        else:
+            send(404, b"")
+
+    def requests(self, host: str) -> list[tuple[str, float, float]]:
+        with self.lock:
+            return [(path, start, end) for h, path, start, end in self.log if h == host]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def robots_crawl(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RobotsWeb, dict[str, object]]]:
+    web = RobotsWeb()
+    directory = tmp_path_factory.mktemp("robots-worker")
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": [f"*.rb.test={ROBOTS_ADDRESS}"], "allow_nets": [f"{ROBOTS_ADDRESS}/32"]},
+        politeness={"min_delay": 0.2, "max_delay": 0.4, "backoff_base": 0.2, "backoff_max": 0.4},
+        robots={"retry_delay": 0.2, "tries": 2, "unreachable_retry": 3600.0},
+        fetch={"threads": 8, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0},
+        frontier={"max_retries": 0},
+    )
+    worker = Worker(cfg, directory / "store", warc_dir=directory / "warc", log_dir=directory)
+    hosts = [f"redirector{i}.rb.test" for i in range(REDIRECTORS)]
+    hosts += ["victim.rb.test", "chain.rb.test", "cut.rb.test", "gzip.rb.test"]
+    try:
+        worker.add([web.url(host) for host in hosts], time.time())
+        finished = worker.run_until_idle(timeout=60)
+        stats = worker.stats()
+    finally:
+        worker.close()
+        web.close()
+    log = [json.loads(line) for line in (directory / "crawl-00.jsonl").read_text().splitlines()]
+    yield web, {"finished": finished, "stats": stats, "log": log, "cfg": cfg}
+
+
+def test_robots_redirects_never_reach_another_host(
+    robots_crawl: tuple[RobotsWeb, dict[str, object]]
+) -> None:
+    """30 hosts whose robots.txt 301s to one victim: the victim never sees two requests at
+    once and never a path its robots.txt disallows; the 30 read their robots.txt as
+    unavailable (allow all) and are crawled."""
+    web, crawl = robots_crawl
+    assert crawl["finished"], crawl["stats"]
+    assert web.most["victim.rb.test"] <= 1
+    assert {path for path, _, _ in web.requests("victim.rb.test")} == {"/robots.txt"}
+    for i in range(REDIRECTORS):
+        paths = [path for path, _, _ in web.requests(f"redirector{i}.rb.test")]
+        assert paths == ["/robots.txt", "/"], (i, paths)
+
+
+def test_a_same_host_robots_redirect_chain_waits_the_hosts_delay(
+    robots_crawl: tuple[RobotsWeb, dict[str, object]]
+) -> None:
+    web, crawl = robots_crawl
+    requests = web.requests("chain.rb.test")
+    paths = [path for path, _, _ in requests]
+    assert paths[: len(CHAIN)] == CHAIN
+    assert "/private/x" not in paths and "/ok" in paths, paths
+    min_delay = crawl["cfg"].politeness.min_delay  # type: ignore[attr-defined]
+    gaps = [b[1] - a[2] for a, b in zip(requests, requests[1:], strict=False)]
+    assert min(gaps) >= min_delay - 0.01, gaps
+
+
+@pytest.mark.parametrize("host", ["cut.rb.test", "gzip.rb.test"])
+def test_a_cut_or_undecodable_robots_txt_is_unreachable_not_empty(
+    robots_crawl: tuple[RobotsWeb, dict[str, object]], host: str
+) -> None:
+    web, crawl = robots_crawl
+    paths = [path for path, _, _ in web.requests(host)]
+    tries = crawl["cfg"].robots.tries  # type: ignore[attr-defined]
+    assert paths == ["/robots.txt"] * tries, paths
+    outcomes = {e["outcome"] for e in crawl["log"] if f"//{host}" in e["url"]}  # type: ignore[attr-defined]
+    assert "robots_unreachable" in outcomes, outcomes
+
+
+def test_an_unreachable_origin_comes_back_and_a_stale_copy_stands_in(
+    tmp_path: Path,
+) -> None:
+    """flaky.rb.test's robots.txt fails its two tries, then comes back: its first page ends
+    robots_unreachable, a page admitted after robots.unreachable_retry is crawled (the host
+    is not blocked for the rest of the crawl). stale.rb.test's robots.txt answers once, then
+    503 for good: once the copy expires, it stands in (RFC 9309 section 2.4): a new page is
+    crawled, a disallowed one is not."""
+    web = RobotsWeb()
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": [f"*.rb.test={ROBOTS_ADDRESS}"], "allow_nets": [f"{ROBOTS_ADDRESS}/32"]},
+        politeness={"min_delay": 0.05, "max_delay": 0.1, "backoff_base": 0.1, "backoff_max": 0.2},
+        robots={"retry_delay": 0.1, "tries": 2, "unreachable_retry": 1.0, "cache_ttl": 1.0},
+        fetch={"threads": 4, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0},
+    )
+    worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    try:
+        started = time.time()
+        worker.add([web.url("flaky.rb.test"), web.url("stale.rb.test")], started)
+        assert worker.run_until_idle(timeout=30)
+        # Both the stale copy and the unreachable verdict have expired after this.
+        wait_for(lambda: time.time() > started + 2.5, timeout=5)
+        later = ["/later", "/private/y"]
+        worker.add([web.url(host, path) for host in ("flaky.rb.test", "stale.rb.test")
+                    for path in later], time.time())
+        assert worker.run_until_idle(timeout=30)
+    finally:
+        worker.close()
+        web.close()
+    log = [json.loads(line) for line in (tmp_path / "crawl-00.jsonl").read_text().splitlines()]
+    outcome = {(e["url"].split("/")[2].split(":")[0], "/" + e["url"].split("/", 3)[3]):
+               e["outcome"] for e in log}
+    assert outcome[("flaky.rb.test", "/")] == "robots_unreachable"
+    assert outcome[("flaky.rb.test", "/later")] == "ok"
+    assert outcome[("flaky.rb.test", "/private/y")] == "robots"
+    assert outcome[("stale.rb.test", "/later")] == "ok"
+    assert outcome[("stale.rb.test", "/private/y")] == "robots"
+    assert web.robots_asked["stale.rb.test"] >= 2, "the expired copy was fetched again"
+    assert "/private/y" not in {path for path, _, _ in web.requests("stale.rb.test")}
+
+
+def test_big_robots_files_are_parsed_a_few_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight fetch threads finishing big robots.txt files at once parse at most
+    ROBOTS_PARSES of them at a time (each holds tens of MB while protego reads it)."""
+    cfg = config.load(environ={}).replace(fetch={"threads": 8})
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+    lock, now_parsing, most = threading.Lock(), [0], [0]
+    parse = RobotsRules.parse
+
+    def counting(*args: Any, **kwargs: Any) -> RobotsRules:
+        with lock:
+            now_parsing[0] += 1
+            most[0] = max(most[0], now_parsing[0])
+        try:
+            return parse(*args, **kwargs)
+        finally:
+            with lock:
+                now_parsing[0] -= 1
+
+    monkeypatch.setattr(RobotsRules, "parse", counting)
+    body = b"User-agent: *\n" + b"".join(b"Disallow: /d%d/*.x$\n" % i for i in range(5000))
+    assert len(body) > BIG_ROBOTS
+    lease = Lease(ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
+    try:
+        threads = [
+            threading.Thread(target=worker._robots_outcome,
+                             args=(lease, None, 200, body, 0.0, 0.0, ""))
+            for _ in range(8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        worker.close()
+    assert 1 <= most[0] <= ROBOTS_PARSES
+
+
+def test_rules_lost_from_the_store_are_fetched_again_not_ignored(tmp_path: Path) -> None:
+    """The victim's robots.txt (Disallow: /) is fetched; its store entry is then lost (a
+    damaged or older-format entry) and the worker restarts, the origin still fresh in the
+    host's state. A page admitted then waits for robots.txt to be fetched again and is
+    refused, never fetched without rules."""
+    web = RobotsWeb()
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": [f"*.rb.test={ROBOTS_ADDRESS}"], "allow_nets": [f"{ROBOTS_ADDRESS}/32"]},
+        politeness={"min_delay": 0.05, "max_delay": 0.1},
+        fetch={"threads": 2, "connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0},
+    )
+    host = f"victim.rb.test:{web.port}"
+    try:
+        worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+        try:
+            worker.add([web.url("victim.rb.test", "/")], time.time())
+            assert worker.run_until_idle(timeout=30)
+        finally:
+            worker.close()
+        worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+        try:
+            worker.frontier.store.delete("robots", host.encode())
+            worker.frontier.commit(time.time())
+            worker.add([web.url("victim.rb.test", "/later")], time.time())
+            assert worker.run_until_idle(timeout=30)
+        finally:
+            worker.close()
+    finally:
+        web.close()
+    assert [path for path, _, _ in web.requests("victim.rb.test")] == ["/robots.txt"] * 2
