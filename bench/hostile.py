@@ -66,6 +66,8 @@ DOMAIN = "hostile.test"
 DELAY = 0.05
 LINK_BYTES = 320
 PARSE_BUDGET = 24 << 20
+# Seconds a worker runs before its RSS counts as where it started.
+SETTLE = 2.0
 
 
 @dataclass
@@ -272,7 +274,8 @@ def write_config(sections: dict[str, dict[str, Any]], path: Path) -> None:
 
 def sample_rss(data: Path, stop: threading.Event, peaks: dict[str, float],
                starts: dict[str, float]) -> None:
-    """Each worker's RSS every 0.1 s: its first sample and its peak, in MB."""
+    """Each worker's RSS every 0.1 s, in MB: its peak, and where it started from (the first
+    sample once the process has run SETTLE seconds: its imports done, its store open)."""
     procs: dict[int, psutil.Process] = {}
     while not stop.wait(0.1):
         try:
@@ -287,7 +290,12 @@ def sample_rss(data: Path, stop: threading.Event, peaks: dict[str, float],
                 rss = process.memory_info().rss / 2**20
             except psutil.Error:
                 continue
-            starts.setdefault(role, rss)
+            try:
+                settled = time.time() - process.create_time() >= SETTLE
+            except psutil.Error:
+                continue
+            if settled:
+                starts.setdefault(role, rss)
             peaks[role] = max(peaks.get(role, 0.0), rss)
 
 
