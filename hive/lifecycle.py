@@ -287,6 +287,9 @@ class Runner:
                     wait = self.role.loop_once(time.time())
                 except StoreError as exc:
                     log.error("%s: stopping: %s", self.name, exc)
+                    if self.failure_file is not None:
+                        with contextlib.suppress(OSError):
+                            self.failure_file.write_text(str(exc)[:FAILURE_CHARS])
                     code = STORE_FAILED
                     break
                 except Exception:

@@ -700,10 +700,11 @@ class Supervisor:
             process.join(0)
             child.process = None
             if code == STORE_FAILED:
+                why = read_failure(failure_file(self.data_dir, child.log)) or "a storage error"
                 self.request_stop(
-                    f"{child.name} stopped on a storage error (is the disk full?); see "
-                    f"{self.data_dir / 'logs' / child.log}; free space and start again to "
-                    "resume", code=ExitCode.ERROR,
+                    f"{child.name} stopped on a storage error: {why}; see "
+                    f"{self.data_dir / 'logs' / child.log}; once it is mended (space freed, a "
+                    "damaged store moved away), start again to resume", code=ExitCode.ERROR,
                 )
                 continue
             if code == START_FAILED:

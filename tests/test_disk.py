@@ -44,7 +44,8 @@ def test_disk_full_stops_then_resumes(tmp_path: Path, small_disk: Path) -> None:
         process = hive.start(2)
         assert process.wait(timeout=120) == 1, output(process)[-3000:]
         text = output(process)
-        assert "storage error (is the disk full?)" in text, text[-3000:]
+        assert "stopped on a storage error: " in text, text[-3000:]
+        assert "No space left on device" in text, text[-3000:]
         subprocess.run(["mount", "-o", "remount,size=200m", str(small_disk)], check=True)
         finish(hive.start(2), timeout=180)
         check_crawl(server, allowed_repeats=2 * 8, data=hive.data)
