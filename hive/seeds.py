@@ -72,16 +72,25 @@ def shown(text: str) -> str:
 def read_lines(data: bytes, source: str) -> Seeds:
     """The URLs in a seeds file's bytes; a line that is not UTF-8 is refused by its number."""
     seeds = Seeds()
-    for number, raw in enumerate(data.splitlines(), start=1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as exc:
-            seeds.refused.append(Refusal(f"{source} line {number}",
-                                         f"not UTF-8 (byte {exc.start + 1})"))
-            continue
-        if line and not line.startswith("#"):
+    for _, line in _lines(data.splitlines(), source):
+        if isinstance(line, Refusal):
+            seeds.refused.append(line)
+        else:
             seeds.urls.append(line)
     return seeds
+
+
+def _lines(raw: Iterable[bytes], source: str) -> Iterator[tuple[int, str | Refusal]]:
+    """(number, URL) for each line that holds one, (number, Refusal) for one not UTF-8;
+    blank lines and ``#`` comments are skipped."""
+    for number, data in enumerate(raw, start=1):
+        try:
+            line = data.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            yield number, Refusal(f"{source} line {number}", f"not UTF-8 (byte {exc.start + 1})")
+            continue
+        if line and not line.startswith("#"):
+            yield number, line
 
 
 def url_chunks(lines: Iterable[bytes], source: str, max_bytes: int) -> Iterator[Seeds]:
@@ -92,14 +101,9 @@ def url_chunks(lines: Iterable[bytes], source: str, max_bytes: int) -> Iterator[
     number in the chunk that reached it.
     """
     chunk, size = Seeds(), 2
-    for number, raw in enumerate(lines, start=1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as exc:
-            chunk.refused.append(Refusal(f"{source} line {number}",
-                                         f"not UTF-8 (byte {exc.start + 1})"))
-            continue
-        if not line or line.startswith("#"):
+    for number, line in _lines(lines, source):
+        if isinstance(line, Refusal):
+            chunk.refused.append(line)
             continue
         cost = len(json.dumps(line)) + 2
         if cost + 2 > max_bytes:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +71,18 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]
     log = tmp_path_factory.mktemp("web") / "requests.jsonl"
     with WebProcess(Web(seed=3, hosts=24, pages=12), log, host=WEB_ADDRESS) as server:
         yield server
+
+
+@contextlib.contextmanager
+def tmpfs(mount: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted at ``mount`` (made) with ``options``, unmounted after; the test is
+    skipped where mounting is not allowed (CI runs as root, where it is)."""
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

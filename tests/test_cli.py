@@ -26,7 +26,7 @@ from hive.lifecycle import ExitCode
 from hive.ring import Ring
 from hive.supervisor import Supervisor
 from hive.testweb import WebProcess
-from tests.conftest import WEB_ADDRESS
+from tests.conftest import WEB_ADDRESS, tmpfs
 from tests.frontier.conftest import rec, small_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,16 +180,8 @@ def test_data_under_a_file(tmp_path: Path, seeds: Path) -> None:
 
 @pytest.fixture
 def read_only(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_read_only_data(read_only: Path, seeds: Path) -> None:

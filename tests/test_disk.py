@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hive.testweb import Web, WebProcess
-from tests.conftest import WEB_ADDRESS
+from tests.conftest import WEB_ADDRESS, tmpfs
 from tests.test_hive import Hive, check_crawl, finish, output
 
 pytestmark = pytest.mark.slow
@@ -24,16 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "size=3m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_disk_full_stops_then_resumes(tmp_path: Path, small_disk: Path) -> None:
