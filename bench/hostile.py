@@ -22,7 +22,7 @@ hosts (``<kind>-<n>.hostile.test``), the cases that once broke hive:
 The crawl is one ``hive start --procs 2`` to the end of the batch (or
 --timeout). It prints each worker's peak RSS against the stated budget
 (hive/parse.py and tests/io/test_page_memory.py: threads x (2 x received + 2 x
-decoded + 24 MiB) + backlog x cap x 320 B, plus the robots.txt cache's
+decoded + PAGE_PARSE_BYTES) + backlog x cap x 320 B, plus the robots.txt cache's
 ``robots.cache_mb``), the normal web's in-scope pages fetched, and the
 politeness violations and disallowed requests at both servers.
 """
@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hive import config  # noqa: E402
+from hive.parse import PAGE_PARSE_BYTES  # noqa: E402
 from hive.testweb import (  # noqa: E402
     Request,
     Web,
@@ -65,7 +66,6 @@ ADDRESS = "127.0.0.2"
 DOMAIN = "hostile.test"
 DELAY = 0.05
 LINK_BYTES = 320
-PARSE_BUDGET = 24 << 20
 # Seconds a worker runs before its RSS counts as where it started.
 SETTLE = 2.0
 
@@ -248,7 +248,8 @@ class Result:
 
 def budget_mb(cfg: config.Config, threads: int) -> float:
     """The stated bound of a worker's growth, in MB (see the module docstring)."""
-    per_thread = 2 * cfg.fetch.max_body_bytes + 2 * cfg.fetch.max_decoded_bytes + PARSE_BUDGET
+    per_thread = (2 * cfg.fetch.max_body_bytes + 2 * cfg.fetch.max_decoded_bytes
+                  + PAGE_PARSE_BYTES)
     waiting = backlog(threads) * cfg.parse.max_links_per_page * LINK_BYTES
     robots = cfg.robots.cache_mb * (1 << 20)
     return (threads * per_thread + waiting + robots) / (1 << 20)

@@ -83,6 +83,12 @@ SCOPE_MODES = ("host", "domain", "any")
 # most pages are shorter (HTTP Archive: 90 % of HTML documents are under 150 KB), and a
 # slice of the densest links (~19,000 <a> elements) costs ~14 MB of tree and nodes.
 SLICE = 256 * 1024
+# What parsing one page may hold beyond its bodies, for the stated bound of a worker's growth
+# (threads x (2 x received + 2 x decoded + PAGE_PARSE_BYTES) + backlog x cap x ~320 B): a
+# slice's tree (~14 MB at the densest), the page's links (at most the cap, ~3 MB) and the
+# allocator's slack. Busy threads on 1M-link pages measured 34-77 MB each in all, bodies
+# included (tests/io/test_page_memory.py, which holds a real worker to the bound).
+PAGE_PARSE_BYTES = 48 << 20
 
 # Bytes that mark binary data in the MIME Sniffing Standard (ESC is left out: ISO-2022-JP uses it).
 _BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-FIRST_PARTY = {"hive", "cli", "tests"}
+FIRST_PARTY = {"hive", "cli", "tests", "bench"}
 # What a wheel is built from; the rest of the checkout (tests, bench, data) is left out.
 BUILD_INPUTS = ["pyproject.toml", "README.md", "cli.py", "hive", "conf"]
 

@@ -4,24 +4,25 @@ A page of 1,000,000 links (15 MB of HTML, 2.4 MB gzipped, under every cap)
 used to cost ~600 MB while its links were extracted: a worker went from 37 MB
 to 5.9 GB. Now a worker grows by at most
 
-    threads x (2 x received + 2 x decoded + 24 MiB) + backlog x cap x 320 bytes
+    threads x (2 x received + 2 x decoded + PAGE_PARSE_BYTES) + backlog x cap x 320 bytes
 
 - a busy fetch thread holds its body twice as received and twice as decoded
   (hive.fetch keeps the pieces and the joined body at once), at most
   ``fetch.max_body_bytes`` and ``fetch.max_decoded_bytes``;
 - and parses one slice at a time (``hive.parse.SLICE``, 256 KiB: ~14 MB of
   tree and nodes for the densest links) into at most
-  ``parse.max_links_per_page`` links (10,000: ~3 MB), in 24 MiB with room for
-  the allocator's slack (glibc, arenas capped as in a worker process);
+  ``parse.max_links_per_page`` links (10,000: ~3 MB), in
+  ``hive.parse.PAGE_PARSE_BYTES`` (48 MiB) with room for the allocator's slack
+  (glibc, arenas capped as in a worker process);
 - a finished page waiting for the frontier thread (at most the backlog,
   ``hive.worker.backlog``: 2 a thread, 16 at most) holds its links, ~320
   bytes each.
 
-With the defaults that is 80 MiB a thread (32 threads and a backlog of 16: 2.6
-GiB at worst, when every thread holds a 10 MB body that decodes to 20 MB). The
-test holds the measured growth of a real worker process (ru_maxrss over its
-RSS once started) to that bound; measured: 41-55 MB a thread for these pages
-(bound 60 MB).
+With the defaults that is 108 MiB a thread (32 threads and a backlog of 16:
+3.4 GiB at worst, when every thread holds a 10 MB body that decodes to 20 MB).
+The test holds the measured growth of a real worker process (ru_maxrss over
+its RSS once started) to that bound; measured: 34-77 MB a thread for these
+pages, alone and in a loaded suite (bound 83 MB).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from typing import Any
 import psutil
 
 from hive import config
+from hive.parse import PAGE_PARSE_BYTES
 from hive.worker import backlog
 
 LINKS = 1_000_000
 THREADS = 4
 PAGES_PER_HOST = 2
-PARSE_BUDGET = 24 << 20
 LINK_BYTES = 320
 
 
@@ -155,7 +156,7 @@ def test_a_worker_with_every_thread_on_a_million_link_page_stays_in_budget(
     assert stats["links/truncated_pages"] == len(seeds)
     assert stats["frontier/refused/max_depth"] == len(seeds) * cfg.parse.max_links_per_page
     html = page()
-    budget = 2 * len(gzip.compress(html, compresslevel=6)) + 2 * len(html) + PARSE_BUDGET
+    budget = 2 * len(gzip.compress(html, compresslevel=6)) + 2 * len(html) + PAGE_PARSE_BYTES
     waiting = backlog(THREADS) * cfg.parse.max_links_per_page * LINK_BYTES
     grown = report["peak"] - report["start"]
     print(f"worker RSS {report['start'] / 2**20:.0f} MB at start, peak "
