@@ -296,9 +296,10 @@ def test_header_parsers_never_raise(value: str, now: float) -> None:
 
 @pytest.fixture(scope="module")
 def echo_server() -> Iterator[tuple[Server, list[bytes]]]:
-    """A server that answers every request with the response held in its list."""
+    """A server that answers every request with the response held in its list, then closes
+    the connection: a body without a length ends there, not at the read timeout."""
     reply = [b""]
-    server = Server(lambda srv, sock, head: sock.sendall(reply[0]) or True)
+    server = Server(lambda srv, sock, head: sock.sendall(reply[0]) or False)
     yield server, reply
     server.close()
 
