@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from hive import config
@@ -228,3 +229,14 @@ def test_a_queued_record_that_does_not_decode_is_set_aside_and_its_host_goes_on(
     frontier.close(2.0)
     report = verify_data_dir(tmp_path)[0]
     assert f"damaged: a {where} record" in report.summary(), report.summary()
+
+
+def test_a_store_from_before_the_damaged_database_still_verifies(tmp_path: Path) -> None:
+    """A crawl stopped by an earlier hive has no ``damaged`` database until a worker opens it."""
+    build(tmp_path / "worker-00")
+    env = lmdb.open(str(tmp_path / "worker-00"), max_dbs=20)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"damaged", txn=txn), delete=True)
+    env.close()
+    report = verify_data_dir(tmp_path)[0]
+    assert report.ok, report.summary()
