@@ -559,11 +559,13 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
         try:
             for line in replay_data_dir(data_dir):
                 click.echo(line)
-        except HiveError as exc:
-            raise click.ClickException(str(exc)) from exc
-    scope = state.get("config", {}).get("scope", {})
+        except (HiveError, OSError) as exc:
+            raise click.ClickException(describe(exc)) from exc
+    config = state.get("config")
+    scope = config.get("scope") if isinstance(config, dict) else None
+    session_ids = scope.get("session_ids", []) if isinstance(scope, dict) else []
     reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs,
-                              session_ids=scope.get("session_ids", []))
+                              session_ids=session_ids)
     # The ring in hive.json names the workers whose stores the crawl must have: a missing
     # one is reported by verify_data_dir.
     for report in reports.values():
