@@ -23,6 +23,9 @@ from hive.robots import AgentRules, RobotsPolicy
 
 
 def big_file(rules: int, wildcards: bool) -> bytes:
+    """A robots.txt of ``rules`` rules near 512 KB: distinct directories, every fifth an
+    Allow, with wildcards (``/dN/*.ext$``, ``/*?sN=``) or without (tests/io/test_robots.py
+    uses it too)."""
     lines = ["User-agent: *"]
     for i in range(rules):
         verb = "Allow" if i % 5 == 0 else "Disallow"

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.bench_robots import big_file
 from hive import config
 from hive.errors import ConfigError, StoreError
 from hive.robots import (
@@ -549,19 +550,6 @@ def test_the_compiled_check_agrees_with_protegos_matcher(
         expected = True if reference is None else reference.can_fetch(url)
         got = RobotsRules("parsed", "hive", 1.0, compiled=compiled).allowed(url)
         assert got is expected or path == "/robots.txt", (text, path)
-
-
-def big_file(rules: int, wildcards: bool) -> bytes:
-    """A robots.txt of ``rules`` rules near 512 KB: distinct directories, every fifth an
-    Allow, with wildcards (``/dN/*.ext$``, ``/*?sN=``) or without."""
-    lines = ["User-agent: *"]
-    for i in range(rules):
-        verb = "Allow" if i % 5 == 0 else "Disallow"
-        if wildcards:
-            lines.append(f"{verb}: /d{i}/*.e{i % 7}$" if i % 2 else f"{verb}: /*?s{i}=")
-        else:
-            lines.append(f"{verb}: /d{i}/p{i % 13}/")
-    return ("\n".join(lines) + "\n").encode()
 
 
 @pytest.mark.parametrize("wildcards", [False, True])
