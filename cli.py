@@ -20,13 +20,13 @@ from hive import __version__
 from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
-from hive.lifecycle import ExitCode, describe, read_state
-from hive.statustext import stopping_note, waiting_note
+from hive.procs.lifecycle import ExitCode, describe, read_state
+from hive.procs.statustext import stopping_note, waiting_note
 
 if TYPE_CHECKING:
-    from hive.control import ControlClient
-    from hive.seeds import Seeds
-    from hive.supervisor import Supervisor
+    from hive.procs.control import ControlClient
+    from hive.procs.seeds import Seeds
+    from hive.procs.supervisor import Supervisor
 
 # The crawl machinery is imported inside the commands that use it: the hive's
 # spawned processes import this module again as their __main__, and each should
@@ -97,7 +97,7 @@ def _network(cfg: Config, resolve: tuple[str, ...], allow_private: bool,
 
 def _read_seeds(source: str) -> Seeds:
     """The seeds file's URLs (stdin for -); a file that cannot be read is an error naming it."""
-    from hive.seeds import read_lines
+    from hive.procs.seeds import read_lines
 
     if source == "-":
         return read_lines(sys.stdin.buffer.read(), "stdin")
@@ -115,7 +115,7 @@ def _screen_seeds(cfg: Config, source: str | None, data_dir: Path) -> list[str]:
     Nothing is to crawl when the data directory holds no crawl to resume and
     there is no seed left: none given, an empty file, or every one refused.
     """
-    from hive.seeds import Seeds, screen
+    from hive.procs.seeds import Seeds, screen
 
     seeds = Seeds()
     if source is not None:
@@ -199,8 +199,8 @@ class Progress:
 
 def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
                    max_pages: int, quiet: bool, recreate_missing: bool = False) -> Supervisor:
-    from hive.lifecycle import Runner, setup_logging
-    from hive.supervisor import Supervisor
+    from hive.procs.lifecycle import Runner, setup_logging
+    from hive.procs.supervisor import Supervisor
 
     try:
         setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
@@ -317,8 +317,8 @@ def _last_line(path: Path, offset: int) -> str:
 
 def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
     """A client for the hive running on ``data_dir``, with its CURVE keys if it uses them."""
-    from hive.control import ControlClient
-    from hive.endpoints import Endpoints
+    from hive.procs.control import ControlClient
+    from hive.procs.endpoints import Endpoints
 
     try:
         state = read_state(data_dir)
@@ -355,8 +355,8 @@ def _call(data_dir: Path, cmd: str, **args: Any) -> Any:
 
 def format_status(status: dict[str, Any], width: int | None = None,
                   now: float | None = None) -> str:
-    """The status table for the terminal's width (hive/statustext.py)."""
-    from hive import statustext
+    """The status table for the terminal's width (hive/procs/statustext.py)."""
+    from hive.procs import statustext
 
     return statustext.format_status(status, width or shutil.get_terminal_size().columns,
                                     time.time() if now is None else now)
@@ -388,8 +388,8 @@ def stop(data_dir: Path, now: bool) -> None:
 
     While it stops, says what it is waiting for (fetches in flight, processes closing).
     """
-    from hive.control import ControlClient
-    from hive.endpoints import Endpoints
+    from hive.procs.control import ControlClient
+    from hive.procs.endpoints import Endpoints
 
     with _client(data_dir) as client:
         try:
@@ -431,7 +431,7 @@ def add(data_dir: Path, urls: tuple[str, ...]) -> None:
     That answer is waited for up to 10 s. A URL whose owner restarts meanwhile
     may be counted as seen. Exits 1 when no URL was added.
     """
-    from hive.seeds import url_chunks
+    from hive.procs.seeds import url_chunks
 
     lines: Iterable[bytes] = (
         sys.stdin.buffer if urls == ("-",) else (os.fsencode(url) for url in urls)
@@ -539,9 +539,9 @@ def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
                    "(sent on the next start).")
 def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     """Check a stopped hive's storage; exit 1 with the list of problems."""
-    from hive.outbox import replay_data_dir
-    from hive.ring import Ring
-    from hive.verify import verify_data_dir
+    from hive.core.ring import Ring
+    from hive.procs.outbox import replay_data_dir
+    from hive.storage.verify import verify_data_dir
 
     try:
         state = read_state(data_dir)

@@ -21,7 +21,7 @@ from multiprocessing.queues import Queue
 import requests
 import urllib3
 
-from hive.fetch import Fetcher
+from hive.fetch.client import Fetcher
 
 UA = "hive-bench/1.0"
 

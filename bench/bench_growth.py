@@ -20,7 +20,7 @@ they grew even after that; ``anon fill`` shows it.)
    (as the splitter hands links over), every host in turn. The web serves each
    host twice the pages the fill queues for it, so at every size about half
    the links of a page are new URLs and the crawl admits at the same rate;
-2. crawl: a real ``hive.worker.Worker`` (frontier thread, fetch threads,
+2. crawl: a real ``hive.procs.worker.Worker`` (frontier thread, fetch threads,
    robots.txt, WARC, crawl log; discovered links admitted locally, as a
    standalone worker does) opens that store, as a worker restarting on it
    would, and crawls until it has fetched --pages pages (robots.txt aside) or
@@ -73,12 +73,12 @@ from typing import Any, NamedTuple
 
 from hive import config
 from hive.config import Config
-from hive.dns import DnsFailure
-from hive.frontier import Frontier
-from hive.lifecycle import worker_dir
-from hive.record import UrlRecord
+from hive.core.frontier import Frontier
+from hive.core.record import UrlRecord
+from hive.fetch.dns import DnsFailure
+from hive.procs.lifecycle import worker_dir
+from hive.procs.worker import Worker
 from hive.testweb import Web, WebProcess
-from hive.worker import Worker
 
 ADDRESS = "127.0.0.2"
 RUN = 20  # URLs of one host in a row, as links arrive from the splitter

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from hive.parse import Scope, extract_links
+from hive.fetch.parse import Scope, extract_links
 from hive.testweb import Web
 
 

@@ -57,9 +57,10 @@ from typing import Any, TypeVar
 
 import psutil
 
-from hive.control import ControlClient
-from hive.endpoints import Endpoints
 from hive.errors import ControlError
+from hive.procs.control import ControlClient
+from hive.procs.endpoints import Endpoints
+from hive.procs.worker import max_leases
 from hive.testweb import (
     Web,
     WebProcess,
@@ -68,7 +69,6 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
-from hive.worker import max_leases
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.2"

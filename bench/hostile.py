@@ -21,7 +21,7 @@ hosts (``<kind>-<n>.hostile.test``), the cases that once broke hive:
 
 The crawl is one ``hive start --procs 2`` to the end of the batch (or
 --timeout). It prints each worker's peak RSS against the stated budget
-(hive/parse.py and tests/io/test_page_memory.py: threads x (2 x received + 2 x
+(hive/fetch/parse.py and tests/io/test_page_memory.py: threads x (2 x received + 2 x
 decoded + PAGE_PARSE_BYTES) + backlog x cap x 320 B, plus the robots.txt cache's
 ``robots.cache_mb``), the normal web's in-scope pages fetched, and the
 politeness violations and disallowed requests at both servers.
@@ -51,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hive import config  # noqa: E402
-from hive.parse import PAGE_PARSE_BYTES  # noqa: E402
+from hive.fetch.parse import PAGE_PARSE_BYTES  # noqa: E402
+from hive.procs.worker import backlog  # noqa: E402
 from hive.testweb import (  # noqa: E402
     Request,
     Web,
@@ -60,7 +61,6 @@ from hive.testweb import (  # noqa: E402
     politeness_violations,
     received,
 )
-from hive.worker import backlog  # noqa: E402
 
 ADDRESS = "127.0.0.2"
 DOMAIN = "hostile.test"

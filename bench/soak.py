@@ -88,10 +88,12 @@ import lmdb
 import psutil
 from bench_crawl import write_config
 
-from hive.control import ControlClient
-from hive.endpoints import Endpoints
+from hive.core.urls import fingerprint, host_hash, host_key
+from hive.core.wire import decode_records
 from hive.errors import ControlError
-from hive.frontier.store import DB_NAMES, PENDING, url_key
+from hive.procs.control import ControlClient
+from hive.procs.endpoints import Endpoints
+from hive.storage.store import DB_NAMES, PENDING, url_key
 from hive.testweb import (
     PRIVATE_PAGES,
     Request,
@@ -102,8 +104,6 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
-from hive.urls import fingerprint, host_hash, host_key
-from hive.wire import decode_records
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.2"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hive.errors import ConfigError
-from hive.proxy import Proxy
+from hive.fetch.proxy import Proxy
 
 
 def _default_file() -> Traversable:
@@ -315,8 +315,8 @@ def _check_whole(cfg: Config) -> None:
 
 def _check_dns(dns_cfg: DnsConfig) -> None:
     """dns.resolve and dns.allow_nets parse as the workers will parse them, before any starts."""
-    # Imported here: hive.dns imports this module's dataclasses.
-    from hive.dns import AddressGuard, DnsCache
+    # Imported here: hive.fetch.dns imports this module's dataclasses.
+    from hive.fetch.dns import AddressGuard, DnsCache
 
     DnsCache.from_config(dns_cfg)
     AddressGuard.from_config(dns_cfg)
@@ -324,8 +324,8 @@ def _check_dns(dns_cfg: DnsConfig) -> None:
 
 def _check_prioritizer(path: str) -> None:
     """frontier.prioritizer loads here as in every worker, before any starts."""
-    # Imported here: hive.frontier imports this module's dataclasses.
-    from hive.frontier.priority import load_prioritizer
+    # Imported here: hive.core.frontier imports this module's dataclasses.
+    from hive.core.frontier.priority import load_prioritizer
 
     load_prioritizer(path)
 

@@ -7,9 +7,9 @@ an outcome (data), never one of these. These are for callers that must stop::
     ├── ConfigError        a bad config key or value (names the key)
     ├── URLError           a URL hive refuses (also a ValueError; carries .reason)
     ├── StoreError         a store cannot do what was asked, or a file of it is damaged
-    ├── DnsFailure         a lookup failed (hive.dns; cached and turned into an outcome)
-    ├── WireError          a malformed message (hive.wire; counted and dropped)
-    ├── RunDirError        the private socket directory is unsafe (hive.endpoints)
+    ├── DnsFailure         a lookup failed (hive.fetch.dns; cached and turned into an outcome)
+    ├── WireError          a malformed message (hive.core.wire; counted and dropped)
+    ├── RunDirError        the private socket directory is unsafe (hive.procs.endpoints)
     ├── LockedError        another process holds the data or worker directory
     └── ControlError       the control socket gave no answer or an error answer
 """

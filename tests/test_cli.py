@@ -19,12 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 import cli
-from hive import __version__, config, statustext
-from hive.endpoints import run_dir_for
-from hive.frontier import Frontier
-from hive.lifecycle import ExitCode
-from hive.ring import Ring
-from hive.supervisor import Supervisor
+from hive import __version__, config
+from hive.core.frontier import Frontier
+from hive.core.ring import Ring
+from hive.procs import statustext
+from hive.procs.endpoints import run_dir_for
+from hive.procs.lifecycle import ExitCode
+from hive.procs.supervisor import Supervisor
 from hive.testweb import WebProcess
 from tests.conftest import WEB_ADDRESS, tmpfs
 from tests.frontier.conftest import rec, small_config

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 import zmq
 
-from hive import wire
-from hive.curve import ClientKeys, make_keys
-from hive.endpoints import Endpoints
-from hive.lifecycle import ExitCode
-from hive.record import UrlRecord
-from hive.ring import Ring
+from hive.core import wire
+from hive.core.record import UrlRecord
+from hive.core.ring import Ring
+from hive.core.urls import canonicalize, host_key
+from hive.procs.curve import ClientKeys, make_keys
+from hive.procs.endpoints import Endpoints
+from hive.procs.lifecycle import ExitCode
 from hive.testweb import Web, WebProcess
-from hive.urls import canonicalize, host_key
 from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
 from tests.curve_support import free_base_port, handshake, own_address
 from tests.test_hive import DELAY, Hive, check_crawl, finish, write_config

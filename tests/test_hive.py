@@ -23,8 +23,8 @@ import psutil
 import pytest
 
 from hive.config import Config
-from hive.frontier.store import Store
-from hive.lifecycle import ExitCode
+from hive.procs.lifecycle import ExitCode
+from hive.storage.store import Store
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations, received
 from tests.conftest import LAUNCHED, WEB_ADDRESS, crawl_config, wait_for
 

@@ -19,11 +19,11 @@ import psutil
 import pytest
 
 from hive import config
-from hive.endpoints import Endpoints
-from hive.frontier import Outcome
-from hive.supervisor import CPU_WINDOW, Child, Supervisor
-from hive.worker import DELAYED_HOSTS, Worker
-from hive.workerproc import ANSWER_TTL, ANSWERS, WorkerProcess
+from hive.core.frontier import Outcome
+from hive.procs.endpoints import Endpoints
+from hive.procs.supervisor import CPU_WINDOW, Child, Supervisor
+from hive.procs.worker import DELAYED_HOSTS, Worker
+from hive.procs.workerproc import ANSWER_TTL, ANSWERS, WorkerProcess
 from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Resizing a data directory (hive/resize.py): real stores built with the Frontier, and end to end.
+"""Resizing a data directory (hive/procs/resize.py): real stores built by the Frontier, end to end.
 
 Every move is checked against what the stores held before it: each host in exactly
 one store, its owner's (hive verify with the new ring); every URL state kept, every
@@ -26,18 +26,18 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from hive.frontier import ROBOTS, Frontier, Lease, Outcome
-from hive.frontier.hosts import HostState
-from hive.frontier.store import DB_NAMES, url_key
-from hive.lifecycle import ExitCode
-from hive.outbox import Outbox
-from hive.record import UrlRecord
-from hive.resize import Move, batches, record_ring, resize, worker_ids
-from hive.ring import Ring
+from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
+from hive.core.frontier.hosts import HostState
+from hive.core.record import UrlRecord
+from hive.core.ring import Ring
+from hive.core.urls import fingerprint, host_hash
+from hive.core.wire import decode_records
+from hive.procs.lifecycle import ExitCode
+from hive.procs.outbox import Outbox
+from hive.procs.resize import Move, batches, record_ring, resize, worker_ids
+from hive.storage.store import DB_NAMES, url_key
+from hive.storage.verify import verify_data_dir
 from hive.testweb import Web, WebProcess
-from hive.urls import fingerprint, host_hash
-from hive.verify import verify_data_dir
-from hive.wire import decode_records
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.frontier.conftest import rec, small_config
 from tests.test_hive import Hive, check_crawl, finish
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KILLER = """
 import os, signal, sys
 from pathlib import Path
-import hive.resize as mover
+import hive.procs.resize as mover
 from tests.test_resize import CFG, NOW
 point, count = sys.argv[2], int(sys.argv[3])
 seen = 0

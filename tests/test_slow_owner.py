@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hive.frontier.store import Store
+from hive.storage.store import Store
 from hive.testweb import WebProcess
 from tests.conftest import wait_for
 from tests.test_hive import Hive, check_crawl, finish, web  # noqa: F401  (web is a fixture)

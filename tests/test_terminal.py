@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from hive.endpoints import run_dir_for
-from hive.lifecycle import ExitCode
+from hive.procs.endpoints import run_dir_for
+from hive.procs.lifecycle import ExitCode
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import ROOT, Hive

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from hive.frontier.refusals import describe
-from hive.worker import Worker
+from hive.core.frontier.refusals import describe
+from hive.procs.worker import Worker
 from tests.frontier.conftest import small_config
 
 HOST = "site.test"

@@ -12,16 +12,16 @@ import textwrap
 import time
 from pathlib import Path
 
-from hive.frontier import Frontier
-from hive.frontier.store import url_key
-from hive.urls import fingerprint, host_hash, host_key
+from hive.core.frontier import Frontier
+from hive.core.urls import fingerprint, host_hash, host_key
+from hive.storage.store import url_key
 from tests.frontier.conftest import small_config
 
 CHILD = textwrap.dedent(
     """
     import json, random, sys
     from pathlib import Path
-    from hive.frontier import Frontier, Outcome
+    from hive.core.frontier import Frontier, Outcome
     from tests.frontier.conftest import rec, small_config
 
     path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)

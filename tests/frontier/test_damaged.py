@@ -19,13 +19,13 @@ import lmdb
 import pytest
 
 from hive import config
+from hive.core.frontier import Frontier, Outcome
+from hive.core.record import UrlRecord
+from hive.core.wire import encode_records
 from hive.errors import HiveError, StoreError
-from hive.frontier import Frontier, Outcome
-from hive.frontier.store import U64, Store, check_file
-from hive.lifecycle import read_state
-from hive.record import UrlRecord
-from hive.verify import verify_data_dir
-from hive.wire import encode_records
+from hive.procs.lifecycle import read_state
+from hive.storage.store import U64, Store, check_file
+from hive.storage.verify import verify_data_dir
 from tests.frontier.conftest import rec, small_config
 from tests.frontier.test_verify import build
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.frontier import MAX_FAILURES, PAGE, ROBOTS, Frontier, Lease, Outcome
-from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
-from hive.urls import host_hash
+from hive.core.frontier import MAX_FAILURES, PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.core.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
+from hive.core.urls import host_hash
 from tests.frontier.conftest import Opener, rec
 
 OK = Outcome("ok", 200)

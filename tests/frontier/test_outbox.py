@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hive import wire
-from hive.frontier.store import U64, Store
-from hive.outbox import (
+from hive.core import wire
+from hive.core.record import UrlRecord
+from hive.core.wire import MAX_RECORDS, WireError, decode_records, encode_records
+from hive.procs.outbox import (
     MAX_BATCH_BYTES,
     MAX_RESEND,
     Outbox,
@@ -18,8 +19,7 @@ from hive.outbox import (
     quarantined,
     replay_quarantine,
 )
-from hive.record import UrlRecord
-from hive.wire import MAX_RECORDS, WireError, decode_records, encode_records
+from hive.storage.store import U64, Store
 
 
 def records(n: int) -> list[UrlRecord]:

@@ -19,7 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hive.frontier import ROBOTS, Frontier, Lease, Outcome
+from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
 from tests.frontier.conftest import rec, small_config
 
 HOSTS = ["a.test", "b.test", "c.test", "d.test", "e.test"]

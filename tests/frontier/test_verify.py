@@ -1,4 +1,4 @@
-"""hive.verify on real stores: what the frontier commits passes, each corruption is named."""
+"""hive.storage.verify on real stores: what the frontier commits passes, corruption is named."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from typing import Any
 import lmdb
 import pytest
 
+from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
+from hive.core.frontier.hosts import HostState
+from hive.core.record import UrlRecord
+from hive.core.urls import fingerprint, host_hash
 from hive.errors import StoreError
-from hive.frontier import ROBOTS, Frontier, Lease, Outcome
-from hive.frontier.hosts import HostState
-from hive.frontier.store import (
+from hive.storage.store import (
     DB_NAMES,
     PENDING,
     U64,
@@ -26,9 +28,7 @@ from hive.frontier.store import (
     parked_key,
     url_key,
 )
-from hive.record import UrlRecord
-from hive.urls import fingerprint, host_hash
-from hive.verify import Report, verify_data_dir, verify_store
+from hive.storage.verify import Report, verify_data_dir, verify_store
 from tests.frontier.conftest import Opener, rec, small_config
 
 OK = Outcome("ok", 200)

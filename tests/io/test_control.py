@@ -17,9 +17,9 @@ import zmq
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hive.control import ControlClient, ControlServer
-from hive.curve import Curve, KeysError, make_keys
 from hive.errors import ControlError
+from hive.procs.control import ControlClient, ControlServer
+from hive.procs.curve import Curve, KeysError, make_keys
 
 WAIT_MS = 2000
 
@@ -246,7 +246,7 @@ def test_malformed_request_is_answered_and_server_survives(
 def test_handler_exception_is_logged_with_traceback(
     server: ControlServer, ctx: zmq.Context[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="hive.control"):
+    with caplog.at_level(logging.WARNING, logger="hive.procs.control"):
         with raw_socket(ctx, server.endpoint, zmq.DEALER) as sock:
             reply = reply_of(exchange(server, sock, [request("boom")]))
         assert reply == {

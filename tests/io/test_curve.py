@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import zmq
 
-from hive.curve import ClientKeys, Curve, KeyFiles, KeysError, ensure_keys, key_dir, make_keys
-from hive.endpoints import pull, push
 from hive.errors import HiveError
+from hive.procs.curve import ClientKeys, Curve, KeyFiles, KeysError, ensure_keys, key_dir, make_keys
+from hive.procs.endpoints import pull, push
 from tests.curve_support import handshake, own_address
 
 OWN_ADDRESS = own_address()

@@ -22,9 +22,9 @@ import dns.rrset
 import pytest
 
 from hive import config
-from hive import dns as hdns
-from hive.dns import AddressGuard, DnsCache, DnsFailure
 from hive.errors import ConfigError
+from hive.fetch import dns as hdns
+from hive.fetch.dns import AddressGuard, DnsCache, DnsFailure
 
 Answer = tuple[list[str], float | None]
 
@@ -430,7 +430,7 @@ def test_overrides_and_literals_never_load_dnspython() -> None:
     script = """
 import sys, time
 from hive import config
-from hive.dns import DnsCache
+from hive.fetch.dns import DnsCache
 cfg = config.load(overrides=['dns.resolve=["pinned.test=127.0.0.9"]'], environ={})
 cache = DnsCache.from_config(cfg.dns)
 assert cache.lookup("pinned.test", time.time()).addresses == ("127.0.0.9",)

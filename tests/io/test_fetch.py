@@ -1,4 +1,4 @@
-"""hive.fetch against real HTTP/1.1 servers on 127.0.0.1 (threads in this process).
+"""hive.fetch.client against real HTTP/1.1 servers on 127.0.0.1 (threads in this process).
 
 Each server is a socket loop whose handler writes the bytes a test needs (keep-alive,
 garbage, drips, endless chunks), so every failure mode is produced on the wire.
@@ -26,19 +26,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive import cookies as cookies_module
-from hive import fetch as fetch_module
 from hive.config import load
-from hive.cookies import CookieJars
 from hive.errors import ConfigError
-from hive.fetch import (
+from hive.fetch import cookies as cookies_module
+from hive.fetch import fetch as fetch_module
+from hive.fetch.client import (
     Fetcher,
     FetchResult,
     Headers,
     decode_body,
     read_header_lines,
 )
-from hive.headers import (
+from hive.fetch.cookies import CookieJars
+from hive.fetch.headers import (
     content_codings,
     content_length,
     parse_retry_after,
@@ -46,7 +46,7 @@ from hive.headers import (
     resolve_location,
     robots_nofollow,
 )
-from hive.proxy import Proxy
+from hive.fetch.proxy import Proxy
 from tests.proxyserver import ConnectProxy
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
@@ -761,7 +761,7 @@ def test_verify_tls_off_fetches_an_unknown_ca_and_says_so_loudly(
 ) -> None:
     url = f"https://other.test:{tls_server.port}/"  # neither the CA nor the name is right
     assert make_fetcher().fetch(url, "127.0.0.1").outcome == "tls"
-    with caplog.at_level("WARNING", logger="hive.fetch"):
+    with caplog.at_level("WARNING", logger="hive.fetch.client"):
         fetcher = make_fetcher(verify_tls=False)
     assert "NOT checked" in caplog.text
     assert fetcher.fetch(url, "127.0.0.1").outcome == "ok"

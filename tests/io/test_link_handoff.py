@@ -6,10 +6,10 @@ import json
 import time
 from pathlib import Path
 
-from hive.record import UrlRecord
+from hive.core.record import UrlRecord
+from hive.core.wire import WireError
+from hive.procs.worker import Worker
 from hive.testweb import WebProcess
-from hive.wire import WireError
-from hive.worker import Worker
 from tests.conftest import crawl_config
 
 

@@ -7,15 +7,15 @@ to 5.9 GB. Now a worker grows by at most
     threads x (2 x received + 2 x decoded + PAGE_PARSE_BYTES) + backlog x cap x 320 bytes
 
 - a busy fetch thread holds its body twice as received and twice as decoded
-  (hive.fetch keeps the pieces and the joined body at once), at most
+  (hive.fetch.client keeps the pieces and the joined body at once), at most
   ``fetch.max_body_bytes`` and ``fetch.max_decoded_bytes``;
-- and parses one slice at a time (``hive.parse.SLICE``, 256 KiB: ~14 MB of
+- and parses one slice at a time (``hive.fetch.parse.SLICE``, 256 KiB: ~14 MB of
   tree and nodes for the densest links) into at most
   ``parse.max_links_per_page`` links (10,000: ~3 MB), in
-  ``hive.parse.PAGE_PARSE_BYTES`` (48 MiB) with room for the allocator's slack
+  ``hive.fetch.parse.PAGE_PARSE_BYTES`` (48 MiB) with room for the allocator's slack
   (glibc, arenas capped as in a worker process);
 - a finished page waiting for the frontier thread (at most the backlog,
-  ``hive.worker.backlog``: 2 a thread, 16 at most) holds its links, ~320
+  ``hive.procs.worker.backlog``: 2 a thread, 16 at most) holds its links, ~320
   bytes each.
 
 With the defaults that is 108 MiB a thread (32 threads and a backlog of 16:
@@ -40,8 +40,8 @@ from typing import Any
 import psutil
 
 from hive import config
-from hive.parse import PAGE_PARSE_BYTES
-from hive.worker import backlog
+from hive.fetch.parse import PAGE_PARSE_BYTES
+from hive.procs.worker import backlog
 
 LINKS = 1_000_000
 THREADS = 4
@@ -102,10 +102,10 @@ def serve(ports: Queue[int], busy: Any) -> None:
 
 def crawl(cfg_data: dict[str, Any], directory: str, seeds: list[str], out: Queue[Any]) -> None:
     """A worker process: crawl the seeds, report memory before and at peak, and stats."""
-    from hive.lifecycle import limit_malloc_arenas
-    from hive.worker import Worker
+    from hive.procs.lifecycle import limit_malloc_arenas
+    from hive.procs.worker import Worker
 
-    limit_malloc_arenas()  # as a worker process does (hive.workerproc.run_worker)
+    limit_malloc_arenas()  # as a worker process does (hive.procs.workerproc.run_worker)
     cfg = config.from_dict(cfg_data)
     worker = Worker(cfg, Path(directory) / "store", warc_dir=Path(directory) / "warc",
                     log_dir=Path(directory))

@@ -13,8 +13,8 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
-from hive.verify import verify_store
-from hive.worker import Worker
+from hive.procs.worker import Worker
+from hive.storage.verify import verify_store
 
 PAGE = b"""<!doctype html><title>spellings</title>
 <a href="/a?">empty query</a> <a href="/a">no query</a> <a href="/b?%zz&x=%4">lone percent</a>

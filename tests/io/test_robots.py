@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bench.bench_robots import big_file
 from hive import config
 from hive.errors import ConfigError, StoreError
-from hive.robots import (
+from hive.fetch.robots import (
     MAX_CHECK_WORK,
     AgentRules,
     RobotsCache,

@@ -24,8 +24,9 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 from warcio.timeutils import iso_date_to_datetime
 
-from hive import config, warc
-from hive.warc import (
+from hive import config
+from hive.fetch import warc
+from hive.fetch.warc import (
     WarcWriter,
     gzip_member,
     http_head,
@@ -228,7 +229,7 @@ import os, signal, sys
 from pathlib import Path
 from types import SimpleNamespace
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from hive.warc import WarcWriter
+from hive.fetch.warc import WarcWriter
 w = WarcWriter(Path({str(tmp_path)!r}), "hive-07", 10**9, 2, "hive/test")
 for n in range(3):
     w.write_exchange(url=f"http://a.test/{{n}}", ip=None, request_line="GET / HTTP/1.1",

@@ -18,9 +18,11 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
-from hive.frontier import ROBOTS, Lease
-from hive.record import UrlRecord
-from hive.robots import RobotsRules
+from hive.core.frontier import ROBOTS, Lease
+from hive.core.record import UrlRecord
+from hive.core.urls import canonicalize
+from hive.fetch.robots import RobotsRules
+from hive.procs.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
 from hive.testweb import (
     UNAVAILABLE_RETRY_AFTER,
     WebProcess,
@@ -29,8 +31,6 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
-from hive.urls import canonicalize
-from hive.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
 from tests.conftest import crawl_config, wait_for
 from tests.proxyserver import ConnectProxy
 

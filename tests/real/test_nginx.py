@@ -23,7 +23,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
-from hive.fetch import OUTCOME_KINDS
+from hive.fetch.client import OUTCOME_KINDS
 from hive.testweb import politeness_violations
 from tests.conftest import LAUNCHED
 from tests.real.conftest import ADDRESS, DOMAIN, Hit, Nginx

@@ -105,7 +105,7 @@ def test_config_is_frozen() -> None:
     ({}, ("dns.resolve=['a.test=1.2.3']",), "dns.resolve: bad address '1.2.3'"),
     ({"HIVE_DNS__RESOLVE": "['nonsense']"}, (), "dns.resolve: expected HOST=IP"),
     ({}, ("dns.allow_nets=['fe80::/200']",), "dns.allow_nets: bad network 'fe80::/200'"),
-    ({}, ("frontier.prioritizer=hive.urls:nothing_here",), "frontier.prioritizer: cannot load"),
+    ({}, ("frontier.prioritizer=hive.core.urls:nothing",), "frontier.prioritizer: cannot load"),
 ])
 def test_every_source_is_checked_before_a_start(environ: dict[str, str],
                                                 overrides: tuple[str, ...], message: str) -> None:

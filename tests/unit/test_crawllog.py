@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive.crawllog import CrawlLog
+from hive.fetch.crawllog import CrawlLog
 
 TEXT = st.text(max_size=40)
 

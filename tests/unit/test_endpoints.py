@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import zmq
 
-from hive.endpoints import (
+from hive.core.ring import MAX_PROCS
+from hive.errors import HiveError
+from hive.procs.endpoints import (
     SUN_PATH_MAX,
     Endpoints,
     RunDirError,
@@ -29,8 +31,6 @@ from hive.endpoints import (
     remove_run_dir,
     run_dir_for,
 )
-from hive.errors import HiveError
-from hive.ring import MAX_PROCS
 
 
 @pytest.fixture

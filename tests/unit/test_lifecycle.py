@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hive.errors import ConfigError
-from hive.lifecycle import START_FAILED, Runner, raise_open_files, read_failure, spawn_quietly
+from hive.procs.lifecycle import START_FAILED, Runner, raise_open_files, read_failure, spawn_quietly
 
 
 def test_open_files_rise_to_the_hard_limit() -> None:
@@ -25,7 +25,7 @@ def test_open_files_rise_to_the_hard_limit() -> None:
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_malloc_arenas_are_capped_under_glibc() -> None:
     # In a child: mallopt changes the process it runs in, and threads must not exist yet.
-    code = "from hive.lifecycle import limit_malloc_arenas; print(limit_malloc_arenas())"
+    code = "from hive.procs.lifecycle import limit_malloc_arenas; print(limit_malloc_arenas())"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=30, check=True)
     assert result.stdout.strip() == "True"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hive.lifecycle import setup_logging
 from hive.logs import RepeatFilter
+from hive.procs.lifecycle import setup_logging
 
 
 def record(msg: str, level: int = logging.WARNING, name: str = "hive.x") -> logging.LogRecord:

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive import config, parse
+from hive import config
 from hive.errors import ConfigError
-from hive.parse import (
+from hive.fetch import parse
+from hive.fetch.parse import (
     ExtractResult,
     Scope,
     extract_links,
@@ -411,7 +412,7 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
-from hive.parse import registered_domain
+from hive.fetch.parse import registered_domain
 assert registered_domain("www.bbc.co.uk") == "bbc.co.uk"
 assert registered_domain("a.blogspot.com") == "a.blogspot.com"
 """

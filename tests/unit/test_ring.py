@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive.ring import DEFAULT_VNODES, MAX_PROCS, MAX_SEED, MAX_VNODES, Ring
+from hive.core.ring import DEFAULT_VNODES, MAX_PROCS, MAX_SEED, MAX_VNODES, Ring
 
 HOSTS = [f"host{i}.example{i % 97}.com" for i in range(100_000)]
 
@@ -86,7 +86,7 @@ def test_same_params_give_the_same_owner_in_other_processes() -> None:
     here = [ring.owner(h) for h in hosts]
     code = (
         "import json, sys\n"
-        "from hive.ring import Ring\n"
+        "from hive.core.ring import Ring\n"
         "ring = Ring(5, 64, 42)\n"
         "print(json.dumps([ring.owner(h) for h in json.load(sys.stdin)]))\n"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hive.seeds import url_chunks
+from hive.procs.seeds import url_chunks
 
 
 def test_chunks_fit_their_bound_and_keep_every_url_in_order() -> None:

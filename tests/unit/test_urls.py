@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive import urls
+from hive.core import urls
+from hive.core.urls import canonicalize, fingerprint, host_hash, host_key
 from hive.errors import URLError
-from hive.urls import canonicalize, fingerprint, host_hash, host_key
 
 # RFC 3986 6.2.2 (syntax-based) and 6.2.3 (scheme-based) normalization.
 RFC3986_NORMALIZATION = [

@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive import wire
-from hive.errors import HiveError
-from hive.record import UrlRecord
-from hive.wire import (
+from hive.core import wire
+from hive.core.record import UrlRecord
+from hive.core.wire import (
     MAX_FRAME_BYTES,
     MAX_RECORDS,
     MAX_SEQ,
@@ -34,6 +33,7 @@ from hive.wire import (
     encode_records,
     encode_stats,
 )
+from hive.errors import HiveError
 
 U32 = struct.Struct(">I")
 KINDS = [b"BATCH", b"ADMIT", b"ACK", b"STATS", b"COMMAND"]

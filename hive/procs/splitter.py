@@ -13,7 +13,7 @@ The splitter holds no state that matters and can be restarted at any time.
 When the endpoints recipe names CURVE keys, the splitter's PULL is a CURVE
 server behind its own ZAP authenticator (admitting only the hive's client
 keys) and every PUSH a CURVE client; a peer without the keys never gets a
-message routed (hive/curve.py).
+message routed (hive/procs/curve.py).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Any
 
 import zmq
 
-from hive import wire
 from hive.config import from_dict
-from hive.curve import Curve
-from hive.endpoints import Endpoints, incoming, pull, push
-from hive.lifecycle import Runner, child_signals, die_with_parent, setup_logging
-from hive.ring import Ring
+from hive.core import wire
+from hive.core.ring import Ring
+from hive.procs.curve import Curve
+from hive.procs.endpoints import Endpoints, incoming, pull, push
+from hive.procs.lifecycle import Runner, child_signals, die_with_parent, setup_logging
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ hosts     host_hash(8)                         HostState bytes (politeness, robo
 bound     host_hash(8)                         empty: the host held a back-end slot
 parked    time_ms(8) host_hash(8)              empty: unbound host with URLs, due at time
 leases    host_hash(8)                         back key (17) or empty for robots.txt
-robots    host key (utf-8)                     robots.txt cache entry (hive.robots)
+robots    host key (utf-8)                     robots.txt cache entry (hive.fetch.robots)
 meta      name (ascii)                         seq, counters, ring parameters
 outbox    seq(8)                               a batch waiting for its acknowledgement
 quarantine seq(8)                              reason \0 batch: a poison batch, never resent

@@ -65,8 +65,8 @@ from publicsuffixlist import PublicSuffixList
 from selectolax.lexbor import LexborHTMLParser
 
 from hive.config import ScopeConfig
+from hive.core.urls import canonicalize, host_key
 from hive.errors import ConfigError, URLError
-from hive.urls import canonicalize, host_key
 
 __all__ = [
     "ExtractResult", "Scope", "extract_links", "media_type", "page_encoding", "refresh_url",

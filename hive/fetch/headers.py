@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urljoin
 
-from hive.parse import refresh_url
+from hive.fetch.parse import refresh_url
 
 # Seconds beyond which a Retry-After means "not in this crawl" (politeness caps it lower).
 _MAX_SECONDS = 1e9

@@ -18,7 +18,7 @@ the URL at the head of its host's queue with ``attempts + 1`` until
 ``max_retries``, the host waiting the URL's retry back-off; every other outcome
 is final. ``handoff_failed`` (a page whose links could not be handed on) is
 always retryable. The host's own back-off grows only with its consecutive host
-failures (hive/politeness.py says which and why). Robots leases (kind
+failures (hive/core/politeness.py says which and why). Robots leases (kind
 ``robots``, for the origin of the host's head URL: robots.txt is per scheme)
 take the outcomes ``robots_ok``, ``robots_stale``, ``robots_retry`` and
 ``robots_unreachable`` (see ``_robots_done``); any other (``refused_address``)
@@ -40,18 +40,18 @@ from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 import lmdb
 
 from hive.config import Config, FrontierConfig
+from hive.core.frontier.back import BackQueues
+from hive.core.frontier.front import FrontQueues
+from hive.core.frontier.heap import ReadyHeap
+from hive.core.frontier.hosts import HostState
+from hive.core.frontier.priority import Prioritizer, load_prioritizer
+from hive.core.frontier.refusals import Refusals
+from hive.core.frontier.seen import SeenSet
+from hive.core.politeness import Politeness
+from hive.core.record import UrlRecord
+from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.errors import StoreError
-from hive.frontier.back import BackQueues
-from hive.frontier.front import FrontQueues
-from hive.frontier.heap import ReadyHeap
-from hive.frontier.hosts import HostState
-from hive.frontier.priority import Prioritizer, load_prioritizer
-from hive.frontier.refusals import Refusals
-from hive.frontier.seen import SeenSet
-from hive.frontier.store import U64, URL_KEY, Store, url_key
-from hive.politeness import Politeness
-from hive.record import UrlRecord
-from hive.urls import SessionIds, fingerprint, host_hash
+from hive.storage.store import U64, URL_KEY, Store, url_key
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class Frontier:
         now: float = 0.0,
     ) -> None:
         self.cfg = cfg
-        # The seen set's fingerprint of a URL leaves its session ids out (hive.urls).
+        # The seen set's fingerprint of a URL leaves its session ids out (hive.core.urls).
         self.fingerprint = functools.partial(fingerprint, session_ids=SessionIds(session_ids))
         self.politeness = politeness
         self.threads = threads
@@ -515,7 +515,7 @@ class Frontier:
             download = max(finished - started, 0.0)
             self._download_ema += 0.05 * (download - self._download_ema)
             host.download_time = download
-            # The host backs off for its own failures only (see hive/politeness.py): a page's
+            # The host backs off for its own failures only (see hive/core/politeness.py): a page's
             # failure neither grows nor resets the count, a robots.txt retry has its own clock.
             if kind in self.politeness.host_failures:
                 host.failures = min(host.failures + 1, MAX_FAILURES)

@@ -27,9 +27,9 @@ next one. Every failure — an error answer, a garbled answer or no answer withi
 the timeout — raises :class:`hive.errors.ControlError`.
 
 Security: ``ipc://``, ``inproc://`` and loopback ``tcp://`` endpoints are
-trusted as local (:func:`hive.endpoints.is_local`); the hive itself puts CURVE
+trusted as local (:func:`hive.procs.endpoints.is_local`); the hive itself puts CURVE
 on every ``tcp://`` endpoint, loopback included, since any local user can
-connect to a loopback port (hive/supervisor.py). The server refuses any
+connect to a loopback port (hive/procs/supervisor.py). The server refuses any
 other endpoint unless it is given the process's :class:`hive.curve.Curve`; it
 is then a CURVE server behind that process's ZAP authenticator, which admits
 only the hive's client keys, and the client must be given the hive's key
@@ -48,9 +48,9 @@ from typing import Any
 
 import zmq
 
-from hive.curve import ClientKeys, Curve
-from hive.endpoints import is_local, use_ipv6
 from hive.errors import ControlError
+from hive.procs.curve import ClientKeys, Curve
+from hive.procs.endpoints import is_local, use_ipv6
 
 __all__ = [
     "ControlClient",

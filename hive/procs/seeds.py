@@ -7,9 +7,9 @@ start with nothing to crawl says why on the terminal and exits with
 - **Reading.** A seeds file is read as bytes and decoded line by line: a line
   that is not UTF-8 is refused with its number and the others go on. Blank
   lines and lines starting with ``#`` are skipped.
-- **Screening.** Each URL is canonicalized (``hive.urls``); a URL whose host
+- **Screening.** Each URL is canonicalized (``hive.core.urls``); a URL whose host
   is an IP literal or named by ``dns.resolve`` is checked against the address
-  guard (``hive.dns``), which is what the worker will do at fetch time. Names
+  guard (``hive.fetch.dns``), which is what the worker will do at fetch time. Names
   that need a DNS lookup are not looked up here: a start must not wait on a
   million lookups, and the answer may change by fetch time.
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from hive.config import Config
-from hive.dns import AddressGuard, DnsCache, DnsFailure
+from hive.core.urls import canonicalize
 from hive.errors import URLError
-from hive.urls import canonicalize
+from hive.fetch.dns import AddressGuard, DnsCache, DnsFailure
 
 # The most of a refused seed a message shows.
 SHOWN_CHARS = 200

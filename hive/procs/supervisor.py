@@ -22,14 +22,14 @@ pids, ring, the config in force), starts the splitter and N workers with the
   all are idle, all outboxes are empty and no counter moved, the hive stops.
 
 Every stop records why (``ended``) and the ``ExitCode`` that ``hive start``
-exits with. Children start with SIGINT ignored (hive/lifecycle.py): a
+exits with. Children start with SIGINT ignored (hive/procs/lifecycle.py): a
 terminal's Ctrl-C is the supervisor's to act on, and it stops them warmly
 with SIGTERM. On exit the private socket directory is removed.
 
 A restart on an existing data directory resumes: the stores hold every pending
 URL and the outboxes every unacknowledged batch. A restart with another ring
 (another --procs, vnodes or seed) first moves every host to the worker the new
-ring names, before any child starts (hive/resize.py); what moved is logged and
+ring names, before any child starts (hive/procs/resize.py); what moved is logged and
 kept in ``status`` under ``resize``.
 
 Sockets: ``hive.transport`` picks ipc (the default) or tcp. On tcp (loopback
@@ -38,7 +38,7 @@ port), or when ``hive.curve`` is ``always``, the hive's CURVE keys
 (``DATA/keys``, made on the first such start and reused after) go into the
 endpoints recipe: every socket that binds is then a CURVE server behind its
 process's ZAP authenticator and every socket that connects a CURVE client
-(hive/curve.py). Children and the CLI find the key directory in the recipe.
+(hive/procs/curve.py). Children and the CLI find the key directory in the recipe.
 """
 
 from __future__ import annotations
@@ -60,15 +60,17 @@ import lmdb
 import psutil
 import zmq
 
-from hive import __version__, wire
+from hive import __version__
 from hive.config import Config
-from hive.control import ControlServer
-from hive.curve import ensure_keys, key_dir
-from hive.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir, run_dir_for
+from hive.core import wire
+from hive.core.frontier.refusals import describe, merge
+from hive.core.record import UrlRecord
+from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
-from hive.frontier.refusals import describe, merge
-from hive.frontier.store import DB_NAMES, Store, check_file
-from hive.lifecycle import (
+from hive.procs.control import ControlServer
+from hive.procs.curve import ensure_keys, key_dir
+from hive.procs.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir, run_dir_for
+from hive.procs.lifecycle import (
     START_FAILED,
     STORE_FAILED,
     ExitCode,
@@ -79,11 +81,10 @@ from hive.lifecycle import (
     spawn_quietly,
     worker_dir,
 )
-from hive.outbox import Outbox
-from hive.record import UrlRecord
-from hive.resize import Resize, resize
-from hive.seeds import shown
-from hive.urls import canonicalize, host_key
+from hive.procs.outbox import Outbox
+from hive.procs.resize import Resize, resize
+from hive.procs.seeds import shown
+from hive.storage.store import DB_NAMES, Store, check_file
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class Supervisor:
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
         self._pages_seen = {i: pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs)}
-        from hive.splitter import run_splitter  # imported here: only the children run them
+        from hive.procs.splitter import run_splitter  # imported here: only the children run them
 
         spawn = multiprocessing.get_context("spawn")
         cfg_data, parent = self.cfg.to_dict(), os.getpid()
@@ -350,7 +351,7 @@ class Supervisor:
         return {"procs": self.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}
 
     def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
-        from hive.workerproc import run_worker
+        from hive.procs.workerproc import run_worker
 
         assert self.endpoints is not None
         cfg_data, parent, ends = self.cfg.to_dict(), os.getpid(), self.endpoints.to_dict()

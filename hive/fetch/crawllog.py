@@ -4,7 +4,7 @@ What Heritrix's crawl.log gives its users, as JSON lines that ``grep`` and
 ``jq`` read: time, outcome kind, HTTP status, bytes, download seconds, URL,
 the URL it was found on, depth, and a message for failures and refusals. A
 refused URL's line has the outcome ``refused`` and its ``reason`` (the config
-key or scope rule that refused it; hive/frontier/refusals.py bounds how many). One
+key or scope rule that refused it; hive/core/frontier/refusals.py bounds how many). One
 file per worker under ``DATA/logs/``, rotated past a size: the live file is
 ``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
 worker's frontier thread; lines are flushed at each commit.

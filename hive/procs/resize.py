@@ -8,7 +8,7 @@ This module owns that move and its policy.
 
 What moves. For every ``worker-NN`` store that exists, every host (a ``hosts``
 record) whose owner under the new ring is another store moves whole to its
-owner's store (hive/frontier/store.py has the layout):
+owner's store (hive/storage/store.py has the layout):
 
 - its state, as it is, except that a host with a lease (a fetch in flight when
   the hive stopped) waits its full delay from now, exactly as the frontier's
@@ -85,9 +85,15 @@ from typing import Any, NamedTuple, TypeVar
 import lmdb
 
 from hive.config import Config
+from hive.core.frontier.hosts import HostState
+from hive.core.record import UrlRecord
+from hive.core.ring import Ring
+from hive.core.urls import host_hash
+from hive.core.wire import decode_records
 from hive.errors import HiveError, StoreError
-from hive.frontier.hosts import HostState
-from hive.frontier.store import (
+from hive.procs.lifecycle import Lock, worker_dir
+from hive.procs.outbox import Outbox
+from hive.storage.store import (
     DB_NAMES,
     DONE,
     HOST_LEVEL_SEQ,
@@ -100,13 +106,7 @@ from hive.frontier.store import (
     check_file,
     parked_key,
 )
-from hive.lifecycle import Lock, worker_dir
-from hive.outbox import Outbox
-from hive.record import UrlRecord
-from hive.ring import Ring
-from hive.urls import host_hash
-from hive.verify import WORKER_DIR
-from hive.wire import decode_records
+from hive.storage.verify import WORKER_DIR
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 
-from hive.frontier.hosts import HostState
-from hive.frontier.store import HOST_LEVEL_SEQ, TIME_HOST, U64, Store, parked_key
+from hive.core.frontier.hosts import HostState
+from hive.storage.store import HOST_LEVEL_SEQ, TIME_HOST, U64, Store, parked_key
 
 
 class BackQueues:

@@ -12,7 +12,7 @@ Policy:
   address; the fetcher connects to exactly that address (an IP literal, nothing
   is looked up here) and uses the URL's host only for ``Host``, TLS SNI and the
   certificate check, or tunnels to that address through the configured proxy
-  (hive.proxy). No proxy is taken from the environment and no redirect is
+  (hive.fetch.proxy). No proxy is taken from the environment and no redirect is
   followed: a 3xx is an outcome whose target the frontier queues as a new URL.
 * **No retries but one.** A kept-alive connection that fails before a status
   line arrives is replaced once by a new one (the server may have closed it
@@ -29,7 +29,7 @@ Policy:
   (``decoded_too_large``: a decompression bomb). Decoding is linear in the
   body, however many gzip members it holds, and at most MAX_CODINGS layers
   are undone. A content coding it cannot decode is left as it came and named
-  in ``message``. Header values are read by hive.headers, where nothing raises.
+  in ``message``. Header values are read by hive.fetch.headers, where nothing raises.
 * **Connections.** Idle keep-alive connections wait in one pool shared by the
   fetch threads, keyed by (scheme, address, port) and, for https, the host name
   too, because a TLS connection is authenticated for one name. The pool keeps
@@ -72,8 +72,8 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
-from hive.headers import content_codings, content_length, parse_retry_after, resolve_location
-from hive.proxy import Proxy
+from hive.fetch.headers import content_codings, content_length, parse_retry_after, resolve_location
+from hive.fetch.proxy import Proxy
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import importlib
 from collections.abc import Callable
 from typing import Protocol
 
+from hive.core.record import UrlRecord
 from hive.errors import ConfigError
-from hive.record import UrlRecord
 
 
 class HostHistory(Protocol):

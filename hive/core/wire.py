@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from hive.core.record import UrlRecord
 from hive.errors import HiveError
-from hive.record import UrlRecord
 
 SUPERVISOR_ORIGIN = 0xFFFF
 MAX_RECORDS = 100_000

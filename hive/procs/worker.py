@@ -36,21 +36,21 @@ from pathlib import Path
 
 from hive import __version__
 from hive.config import Config
-from hive.cookies import CookieJars
-from hive.crawllog import CrawlLog
-from hive.dns import AddressGuard, DnsCache, Resolver
+from hive.core.frontier import HANDOFF_FAILED, PAGE, ROBOTS, Frontier, Lease, Outcome
+from hive.core.politeness import Politeness
+from hive.core.record import UrlRecord
+from hive.core.urls import canonicalize, host_key
 from hive.errors import StoreError, URLError
-from hive.fetch import Fetcher, FetchResult
-from hive.frontier import HANDOFF_FAILED, PAGE, ROBOTS, Frontier, Lease, Outcome
-from hive.headers import refresh_target, robots_nofollow
-from hive.outbox import RecentLinks
-from hive.parse import Scope, extract_links
-from hive.politeness import Politeness
-from hive.proxy import Proxy
-from hive.record import UrlRecord
-from hive.robots import RobotsCache, RobotsPolicy, RobotsRules
-from hive.urls import canonicalize, host_key
-from hive.warc import Truncation, WarcWriter
+from hive.fetch.client import Fetcher, FetchResult
+from hive.fetch.cookies import CookieJars
+from hive.fetch.crawllog import CrawlLog
+from hive.fetch.dns import AddressGuard, DnsCache, Resolver
+from hive.fetch.headers import refresh_target, robots_nofollow
+from hive.fetch.parse import Scope, extract_links
+from hive.fetch.proxy import Proxy
+from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
+from hive.fetch.warc import Truncation, WarcWriter
+from hive.procs.outbox import RecentLinks
 
 log = logging.getLogger(__name__)
 
@@ -689,7 +689,7 @@ class Worker:
     def _fetch_robots(
         self, lease: Lease, stale: RobotsRules | None, address: str, started: float
     ) -> Fetched:
-        """Fetch robots.txt, following redirects on the same host only (hive.robots).
+        """Fetch robots.txt, following redirects on the same host only (hive.fetch.robots).
 
         Every hop is a request to this host under its lease, so each waits the
         host's delay after the last response, as its pages do. A hop to another

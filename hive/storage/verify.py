@@ -1,6 +1,6 @@
 """Consistency checks of a stopped worker's frontier store: what ``hive verify`` reports.
 
-This module owns the rules that tie the databases of hive/frontier/store.py to
+This module owns the rules that tie the databases of hive/storage/store.py to
 one another. :func:`verify_store` opens one worker directory read-only and
 without the lock file (the worker must be stopped: its directory lock admits
 one process), reads it in one transaction, never writes, and returns a
@@ -35,7 +35,7 @@ clean close and after a crash alike (the last committed turn). Checks:
   counters agree with the states: ``frontier/admitted`` = pending + done URLs,
   ``frontier/done/<o>`` = URLs in ``d<o>``, ``frontier/refused/<r>`` = URLs
   in ``r<r>``.
-- ``outbox``: an 8-byte key; the value a records frame as hive.wire decodes
+- ``outbox``: an 8-byte key; the value a records frame as hive.core.wire decodes
   it (u32 count, then per record a u32 length and ``UrlRecord`` bytes).
 - ``damaged``: every entry is a problem (a queued record the frontier could not
   decode and set aside; its URL stays pending in ``urls`` with no queue entry).
@@ -63,9 +63,12 @@ from typing import Any
 
 import lmdb
 
+from hive.core.frontier.hosts import HostState
+from hive.core.record import UrlRecord
+from hive.core.urls import SessionIds, fingerprint, host_hash
+from hive.core.wire import decode_records
 from hive.errors import StoreError
-from hive.frontier.hosts import HostState
-from hive.frontier.store import (
+from hive.storage.store import (
     DB_NAMES,
     DONE,
     HOST_LEVEL_SEQ,
@@ -79,9 +82,6 @@ from hive.frontier.store import (
     parked_key,
     url_key,
 )
-from hive.record import UrlRecord
-from hive.urls import SessionIds, fingerprint, host_hash
-from hive.wire import decode_records
 
 Owner = Callable[[str], int]
 Items = Iterator[tuple[bytes, bytes]]

@@ -13,7 +13,7 @@ that makes the hand-off safe:
 Started by the supervisor with the ``spawn`` method through ``run_worker``,
 which opens its own ZeroMQ context and LMDB environment. When the endpoints
 recipe names CURVE keys, the inbox is a CURVE server behind the process's own
-ZAP authenticator and both senders are CURVE clients (hive/curve.py).
+ZAP authenticator and both senders are CURVE clients (hive/procs/curve.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ from typing import Any
 
 import zmq
 
-from hive import wire
 from hive.config import Config, from_dict
-from hive.endpoints import Endpoints, incoming, pull, push
-from hive.lifecycle import (
+from hive.core import wire
+from hive.core.record import UrlRecord
+from hive.core.urls import host_hash
+from hive.procs.endpoints import Endpoints, incoming, pull, push
+from hive.procs.lifecycle import (
     Lock,
     Runner,
     child_signals,
@@ -39,10 +41,8 @@ from hive.lifecycle import (
     setup_logging,
     worker_dir,
 )
-from hive.outbox import Outbox
-from hive.record import UrlRecord
-from hive.urls import host_hash
-from hive.worker import Worker
+from hive.procs.outbox import Outbox
+from hive.procs.worker import Worker
 
 log = logging.getLogger(__name__)
 

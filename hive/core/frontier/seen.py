@@ -9,7 +9,7 @@ later overwritten with ``d<outcome>`` (done) or was written as ``r<reason>``
 
 from __future__ import annotations
 
-from hive.frontier.store import DONE, PENDING, REFUSED, Store
+from hive.storage.store import DONE, PENDING, REFUSED, Store
 
 
 class SeenSet:

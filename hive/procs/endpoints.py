@@ -51,10 +51,10 @@ from typing import Any
 import mmh3
 import zmq
 
-from hive.curve import Curve
+from hive.core.ring import MAX_PROCS
+from hive.core.wire import MAX_FRAME_BYTES
 from hive.errors import HiveError
-from hive.ring import MAX_PROCS
-from hive.wire import MAX_FRAME_BYTES
+from hive.procs.curve import Curve
 
 SEND_HWM = 1000
 # Above wire's largest frame: a batch frame at the wire limit still passes.
@@ -209,7 +209,7 @@ class Endpoints:
         return Endpoints.tcp(self.base_port, self.host, keys)
 
     def curve(self, ctx: zmq.Context[Any]) -> Curve | None:
-        """This process's CURVE for the recipe's keys (None without keys); see hive/curve.py."""
+        """This process's CURVE for the recipe's keys (None without keys)."""
         return Curve(ctx, self.keys) if self.keys is not None else None
 
     @property

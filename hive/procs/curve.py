@@ -1,7 +1,7 @@
 """CURVE for a hive whose sockets reach beyond loopback: its keys, its servers, its clients.
 
 A hive's sockets use ZeroMQ CURVE (encryption and authentication) when its
-endpoints recipe names a key directory (:attr:`hive.endpoints.Endpoints.keys`).
+endpoints recipe names a key directory (:attr:`hive.procs.endpoints.Endpoints.keys`).
 The supervisor decides (``hive.curve`` in conf/default.toml): ``auto`` uses
 CURVE exactly when an endpoint is beyond loopback, ``always`` on every
 transport. ``ipc://`` and loopback ``tcp://`` stay plain under ``auto``, so the

@@ -14,7 +14,7 @@ import random
 from collections import Counter
 from operator import itemgetter
 
-from hive.frontier.store import LEVEL_SEQ, Store
+from hive.storage.store import LEVEL_SEQ, Store
 
 _LEVEL_PREFIX = [bytes([level]) for level in range(256)]
 

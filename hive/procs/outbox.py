@@ -42,10 +42,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive.frontier.store import U64, Store
-from hive.lifecycle import Lock
-from hive.record import UrlRecord
-from hive.wire import MAX_RECORDS, WireError, concat_records, decode_records, encode_records
+from hive.core.record import UrlRecord
+from hive.core.wire import MAX_RECORDS, WireError, concat_records, decode_records, encode_records
+from hive.procs.lifecycle import Lock
+from hive.storage.store import U64, Store
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,10 @@ class Outbox:
         ``window`` seconds, or in new ones; returns the (last) batch's sequence number.
         A batch is sent once its window has passed and its transaction committed.
 
-        Records beyond what one message may carry (:data:`~hive.wire.MAX_RECORDS`,
+        Records beyond what one message may carry (:data:`~hive.core.wire.MAX_RECORDS`,
         ``MAX_BATCH_BYTES``) go into as many batches as they need. Every frame is
         encoded before anything is written, so a record the wire refuses raises
-        :class:`~hive.wire.WireError` with nothing of ``records`` kept: the caller
+        :class:`~hive.core.wire.WireError` with nothing of ``records`` kept: the caller
         must then not record the page as done."""
         seq = 0
         for data, count in _frames(records):
