@@ -1,0 +1,191 @@
+"""The map kept true: which room of hive may import which (hive/ARCHITECTURE.md).
+
+Every ``import`` and ``from … import`` in hive/ and cli.py is read from the
+source (function-level ones included, ``if TYPE_CHECKING:`` ones excluded: they
+cost nothing at run time) and checked against the rules below. A rule broken by
+a change fails here with the module and the line that broke it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The rooms, by module prefix; the first that matches names a module's room.
+ROOMS: tuple[tuple[str, str], ...] = (
+    ("hive.core", "core"),
+    ("hive.storage", "storage"),
+    ("hive.fetch", "fetch"),
+    ("hive.procs", "procs"),
+    ("hive.testweb", "testweb"),
+    ("cli", "cli"),
+    ("hive", "base"),
+)
+
+#: Which rooms each room may import (besides itself).
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "base": frozenset(),
+    "core": frozenset({"base", "storage"}),
+    "storage": frozenset({"base", "core"}),
+    "fetch": frozenset({"base", "core"}),
+    "procs": frozenset({"base", "core", "storage", "fetch"}),
+    "testweb": frozenset(),
+    "cli": frozenset({"base", "core", "storage", "fetch", "procs", "testweb"}),
+}
+
+#: Outside modules (top-level names) only some rooms may import.
+ONLY_IN: dict[str, frozenset[str]] = {
+    "lmdb": frozenset({"storage"}),
+    "zmq": frozenset({"procs"}),
+}
+
+#: Named exceptions to MAY_IMPORT, each with its reason. hive.config checks every value
+#: before anything starts, with the parser that will read it (lazily imported: those
+#: modules import the config's dataclasses).
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("hive.config", "hive.fetch.dns"): "dns.resolve and dns.allow_nets parse as workers parse them",
+    ("hive.config", "hive.fetch.proxy"): "fetch.proxy parses as the fetcher parses it",
+    ("hive.config", "hive.core.frontier.priority"): "frontier.prioritizer loads as in workers",
+}
+
+#: The pure core opens no socket, thread, process or HTTP connection.
+CORE_FORBIDDEN = frozenset({
+    "socket", "ssl", "select", "selectors", "threading", "multiprocessing", "subprocess",
+    "concurrent", "asyncio", "signal", "http", "urllib.request", "zmq", "lmdb",
+})
+
+#: The CLI reaches a running hive through its control client: never the inside of a
+#: process, its store or its sockets.
+CLI_FORBIDDEN = frozenset({
+    "hive.core.frontier", "hive.storage.store", "hive.procs.worker", "hive.procs.workerproc",
+    "hive.procs.splitter", "lmdb", "zmq",
+})
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted
+    target: str  # the imported module, dotted
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line} imports {self.target}"
+
+
+def room(module: str) -> str | None:
+    for prefix, name in ROOMS:
+        if module == prefix or module.startswith(prefix + "."):
+            return name
+    return None
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports_in(tree: ast.AST) -> Iterator[tuple[ast.AST, int]]:
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, node.lineno
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports_of(path: Path, module: str) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node, line in _imports_in(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, line)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                raise AssertionError(f"{module}:{line}: relative import; hive imports absolutely")
+            base = node.module or ""
+            for alias in node.names:
+                # ``from hive import config`` imports the module hive.config.
+                target = f"{base}.{alias.name}" if base == "hive" else base
+                yield Import(module, target, line)
+
+
+def source_modules(root: Path = ROOT) -> Iterator[tuple[Path, str]]:
+    yield root / "cli.py", "cli"
+    for path in sorted((root / "hive").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        yield path, ".".join(parts)
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    found: list[str] = []
+    for path, module in source_modules(root):
+        own = room(module)
+        assert own is not None, module
+        for imp in imports_of(path, module):
+            target_room = room(imp.target) if imp.target.split(".")[0] in ("hive", "cli") else None
+            top = imp.target.split(".")[0]
+            if target_room is not None and target_room != own \
+                    and target_room not in MAY_IMPORT[own] \
+                    and (module, imp.target) not in EXCEPTIONS:
+                found.append(f"{imp}: the {own} room may not import the {target_room} room")
+            if top in ONLY_IN and own not in ONLY_IN[top]:
+                found.append(f"{imp}: only {', '.join(sorted(ONLY_IN[top]))} may import {top}")
+            if own == "core" and any(imp.target == f or imp.target.startswith(f + ".")
+                                     for f in CORE_FORBIDDEN):
+                found.append(f"{imp}: the pure core opens no socket, thread or connection")
+            if own == "cli" and any(imp.target == f or imp.target.startswith(f + ".")
+                                    for f in CLI_FORBIDDEN):
+                found.append(f"{imp}: the CLI reaches the hive through its control client")
+    return found
+
+
+def test_every_import_keeps_the_rules() -> None:
+    assert violations() == []
+
+
+def test_every_module_is_in_a_room() -> None:
+    for _, module in source_modules():
+        assert room(module) is not None, module
+
+
+@pytest.mark.parametrize(("where", "line", "rule"), [
+    ("hive/core/ring.py", "import socket\n", "opens no socket"),
+    ("hive/core/ring.py", "from hive.procs import worker\n", "core room may not import the procs"),
+    ("hive/fetch/parse.py", "import lmdb\n", "only storage may import lmdb"),
+    ("hive/fetch/parse.py", "from hive.storage import store\n", "fetch room may not import"),
+    ("hive/config.py", "from hive.fetch import client\n", "base room may not import"),
+    ("hive/logs.py", "from hive.fetch import dns\n", "base room may not import"),
+    ("cli.py", "from hive.storage.store import Store\n", "through its control client"),
+    ("cli.py", "def f():\n    from hive.procs import worker\n", "through its control client"),
+])
+def test_a_broken_rule_is_named(tmp_path: Path, where: str, line: str, rule: str) -> None:
+    """The rules bite: a copy of the tree with one violation added fails, naming it."""
+    copy = tmp_path / "tree"
+    (copy / "hive").mkdir(parents=True)
+    for path, _ in source_modules():
+        target = copy / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    victim = copy / where
+    victim.write_text(victim.read_text(encoding="utf-8") + "\n" + line, encoding="utf-8")
+    found = violations(copy)
+    assert len(found) == 1 and rule in found[0], found
+
+
+def test_imports_under_type_checking_are_not_counted(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import zmq\n"
+                      "else:\n    import json\n")
+    assert sorted(i.target for i in imports_of(source, "hive.core.m")) == ["json", "typing"]
