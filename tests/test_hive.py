@@ -99,8 +99,9 @@ def output(process: subprocess.Popen[str]) -> str:
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 120,
-           code: ExitCode = ExitCode.ENDED) -> str:
-    """Wait for a ``hive start`` to exit with ``code`` (the batch ended unless told)."""
+           code: ExitCode | tuple[ExitCode, ...] = ExitCode.ENDED) -> str:
+    """Wait for a ``hive start`` to exit with ``code``, or one of ``codes`` (the batch ended
+    unless told)."""
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -109,7 +110,8 @@ def finish(process: subprocess.Popen[str], timeout: float = 120,
         raise AssertionError(
             f"hive did not finish in {timeout}s:\n{output(process)[-3000:]}"
         ) from None
-    assert process.returncode == code, output(process)[-3000:]
+    codes = code if isinstance(code, tuple) else (code,)
+    assert process.returncode in codes, output(process)[-3000:]
     return output(process)
 
 
@@ -239,7 +241,9 @@ def test_add_and_deny_on_a_running_hive(tmp_path: Path, web: WebProcess) -> None
     assert result.returncode == (0 if int(added[1]) else 1)
     wait_for(lambda: any(r.hostname == web.web.names[4] for r in web.requests), timeout=30)
     hive.run("stop")
-    finish(process, code=ExitCode.STOPPED)
+    # On a loaded machine the batch may end before the stop arrives: either way, no request
+    # to the denied host started after the deny returned.
+    finish(process, code=(ExitCode.STOPPED, ExitCode.ENDED))
     late = [r for r in web.requests if r.hostname == denied and r.start > denied_at]
     assert not late, late
 
