@@ -2,7 +2,7 @@
 
 :class:`DeadlineReader` is what the response is read through: each receive
 waits at most ``read_timeout``, and less as the exchange's total deadline
-nears, when it raises :class:`TotalTimeout`; so a server that drips bytes,
+nears; past it, it raises :class:`TotalTimeout`. So a server that drips bytes,
 headers included, cannot hold a fetch thread past ``total_timeout``.
 :class:`Response` is http.client's response with the header block parsed by
 :class:`Headers` (a third of the fetch's Python time went to the email
