@@ -95,7 +95,6 @@ from hive.procs.control import ControlClient
 from hive.procs.endpoints import Endpoints
 from hive.storage.store import DB_NAMES, PENDING, url_key
 from hive.testweb import (
-    PRIVATE_PAGES,
     Request,
     Web,
     WebProcess,
@@ -104,6 +103,7 @@ from hive.testweb import (
     politeness_violations,
     received,
 )
+from hive.testweb.graph import PRIVATE_PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.2"

@@ -23,20 +23,15 @@ Policy:
   included, so a server that drips bytes, or sends a body slow to decode,
   cannot hold a fetch thread longer.
 * **Size.** The body is read in 64 KiB pieces and cut at ``max_body_bytes``
-  (``too_large``, truncated; what arrived is kept). It is decoded afterwards
-  (gzip, deflate as zlib or raw, br only where a ``brotli`` >= 1.2 module is
-  importable, which bounds its output) and cut at ``max_decoded_bytes``
-  (``decoded_too_large``: a decompression bomb). Decoding is linear in the
-  body, however many gzip members it holds, and at most MAX_CODINGS layers
-  are undone. A content coding it cannot decode is left as it came and named
-  in ``message``. Header values are read by hive.fetch.headers, where nothing raises.
+  (``too_large``, truncated; what arrived is kept). It is decoded afterwards by
+  hive.fetch.decoding (gzip, deflate, br where a bounded decoder exists) and
+  cut at ``max_decoded_bytes`` (``decoded_too_large``: a decompression bomb).
+  A content coding it cannot decode is left as it came and named in
+  ``message``. The header block is capped as http.client caps it
+  (hive.fetch.response); header values are read by hive.fetch.headers, where
+  nothing raises.
 * **Connections.** Idle keep-alive connections wait in one pool shared by the
-  fetch threads, keyed by (scheme, address, port) and, for https, the host name
-  too, because a TLS connection is authenticated for one name. The pool keeps
-  ``pool_connections`` in all and drops the least recently used. It is shared
-  because a polite crawl comes back to a host seconds later from whichever
-  thread is free: per-thread pools would find the host's connection in the
-  right thread only one time in T.
+  fetch threads (hive.fetch.pool), ``pool_connections`` in all.
 
 Why ``http.client`` and not ``requests`` or a urllib3 pool: measured with
 bench/bench_fetch.py (2000 keep-alive GETs of a 20 KB page over loopback, CPU of
@@ -53,27 +48,24 @@ still parses the status line, the headers and the chunked framing.
 from __future__ import annotations
 
 import http.client
-import importlib
-import io
 import logging
-import math
 import re
-import select
 import socket
 import ssl
 import threading
 import time
-import zlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, cast
+from typing import cast
 from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
-from hive.fetch.headers import content_codings, content_length, parse_retry_after, resolve_location
+from hive.fetch.decoding import accept_encoding, decode_body
+from hive.fetch.headers import content_codings, parse_retry_after, resolve_location
+from hive.fetch.pool import Connection, IdlePool, PoolKey
 from hive.fetch.proxy import Proxy
+from hive.fetch.response import CHUNK, MAX_HEADER_LINE, Response, TotalTimeout
 
 log = logging.getLogger(__name__)
 
@@ -93,29 +85,10 @@ OUTCOME_KINDS = (
     "too_large", "decoded_too_large", "protocol", "error",
 )
 
-CHUNK = 65536
-FIRST_PIECE = 256  # the first piece of a gzip member fed to the inflater (see _inflate)
-MAX_CODINGS = 4  # content codings decoded in one response; real servers apply one
 _MAX_INTERIM = 5  # 1xx responses (102, 103) skipped before the final one
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-# Brotli is decoded only by a module that bounds its output (brotli >= 1.2);
-# without it, "br" is not advertised and a br body is left undecoded.
-_brotli: Any
-try:
-    _brotli = importlib.import_module("brotli")
-except ImportError:
-    _brotli = None
-if _brotli is not None and not hasattr(_brotli.Decompressor, "can_accept_more_data"):
-    _brotli = None
-_DECODE_ERRORS: tuple[type[Exception], ...] = (
-    (zlib.error,) if _brotli is None else (zlib.error, _brotli.error)
-)
-
-# (scheme, address, port, TLS name or "", proxy address or "")
-_Key = tuple[str, str, int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,226 +116,6 @@ class FetchResult:
 
 class ProxyRefused(ConnectionError):
     """The proxy would not open a tunnel (an outcome ``connect``)."""
-
-
-class _TotalTimeout(TimeoutError):
-    """The exchange's total_timeout passed."""
-
-
-class _Reader(io.RawIOBase):
-    """Raw reads from one socket, each wait bounded by read_timeout and the deadline."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__()
-        self.sock = sock
-        self.read_timeout = 0.0
-        self.deadline = math.inf
-        self._timeout = sock.gettimeout()
-
-    def readable(self) -> bool:
-        return True
-
-    def bound_wait(self) -> None:
-        """Set the socket timeout for the next wait: read_timeout, or less near the deadline."""
-        wait = min(self.read_timeout, self.deadline - time.monotonic())
-        if wait <= 0:
-            raise _TotalTimeout
-        if wait != self._timeout:
-            self.sock.settimeout(wait)
-            self._timeout = wait
-
-    def readinto(self, buffer: Any) -> int:
-        self.bound_wait()
-        try:
-            return self.sock.recv_into(buffer)
-        except TimeoutError:
-            if self._timeout is not None and self._timeout < self.read_timeout:
-                raise _TotalTimeout from None
-            raise
-
-
-MAX_HEADER_LINE = 65536  # as http.client's _MAXLINE
-MAX_HEADERS = 100  # as http.client's _MAXHEADERS
-
-
-class Headers:
-    """A response's header fields in order, looked up by name without regard to case.
-
-    What http.client needs of its ``msg`` (``get``) and what the fetcher keeps
-    (``items``), parsed from the raw lines rather than by the email package,
-    which cost a third of the fetch's Python time. A line starting with a space
-    or tab continues the field before it (obsolete folding); a line without a
-    colon is dropped, as RFC 9112 lets a recipient do.
-    """
-
-    __slots__ = ("_fields", "_first")
-
-    def __init__(self, lines: list[bytes]) -> None:
-        fields: list[tuple[str, str]] = []
-        for raw in lines:
-            line = raw.decode("iso-8859-1").rstrip("\r\n")
-            if not line:
-                continue
-            if line[0] in " \t":
-                if fields:
-                    name, value = fields[-1]
-                    fields[-1] = (name, f"{value} {line.strip()}".strip())
-                continue
-            name, colon, value = line.partition(":")
-            if colon:
-                fields.append((name, value.strip(" \t")))
-        self._fields = fields
-        self._first: dict[str, str] = {}
-        for name, value in reversed(fields):
-            self._first[name.lower()] = value
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        return self._first.get(name.lower(), default)
-
-    def items(self) -> list[tuple[str, str]]:
-        return list(self._fields)
-
-
-def read_header_lines(fp: Any) -> list[bytes]:
-    """The lines of a header block up to its blank line: lines of at most MAX_HEADER_LINE
-    bytes, at most MAX_HEADERS of them (as http.client reads them)."""
-    lines: list[bytes] = []
-    while True:
-        line = fp.readline(MAX_HEADER_LINE + 1)
-        if len(line) > MAX_HEADER_LINE:
-            raise http.client.LineTooLong("header line")
-        if line in (b"\r\n", b"\n", b""):
-            return lines
-        lines.append(line)
-        if len(lines) > MAX_HEADERS:
-            raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
-
-
-class _Response(http.client.HTTPResponse):
-    """http.client's response with the header block parsed by :class:`Headers`.
-
-    ``begin`` is http.client's (Python 3.11), less its debug output, with
-    ``parse_headers`` replaced; reading the body (length, chunked, until close)
-    stays http.client's.
-    """
-
-    def begin(self) -> None:
-        if self.headers is not None:
-            return
-        while True:
-            version, status, reason = self._read_status()
-            if status != http.client.CONTINUE:
-                break
-            read_header_lines(self.fp)
-        self.code = self.status = status
-        self.reason = reason.strip()
-        if version in ("HTTP/1.0", "HTTP/0.9"):
-            self.version = 10
-        elif version.startswith("HTTP/1."):
-            self.version = 11
-        else:
-            raise http.client.UnknownProtocol(version)
-        self.headers = self.msg = Headers(read_header_lines(self.fp))
-        encoding = self.headers.get("transfer-encoding")
-        self.chunked = bool(encoding and encoding.lower() == "chunked")
-        self.chunk_left = None
-        self.will_close = self._check_close()
-        self.length = None if self.chunked else content_length(self.headers.get("content-length"))
-        if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) \
-                or 100 <= status < 200 or self._method == "HEAD":
-            self.length = 0
-        if not self.will_close and not self.chunked and self.length is None:
-            self.will_close = True
-
-
-class _Buffered(io.BufferedReader):
-    """The connection's buffered reader; http.client 'closes' it after each response."""
-
-    def close(self) -> None:
-        """Ignored: the reader lives as long as its connection (see ``_Conn.close``)."""
-
-    def flush(self) -> None:
-        """Nothing to flush; a response collected after its connection closed calls it."""
-
-
-class _Conn:
-    """One open connection: its socket, its reader and its pool key."""
-
-    __slots__ = ("key", "sock", "raw", "reader")
-
-    def __init__(self, key: _Key, sock: socket.socket) -> None:
-        self.key = key
-        self.sock = sock
-        self.raw = _Reader(sock)
-        self.reader = _Buffered(self.raw, CHUNK)
-
-    def makefile(self, mode: str) -> _Buffered:
-        """What http.client.HTTPResponse reads from (it calls sock.makefile("rb"))."""
-        return self.reader
-
-    def idle_and_open(self) -> bool:
-        """True if nothing arrived while idle: no EOF from the server, no stray bytes."""
-        poller = select.poll()
-        poller.register(self.sock, select.POLLIN)
-        return not poller.poll(0)
-
-    def close(self) -> None:
-        io.BufferedReader.close(self.reader)
-        self.sock.close()
-
-
-class _IdlePool:
-    """Idle keep-alive connections by key, capped in all, least recently used out first."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._lock = threading.Lock()
-        self._by_key: dict[_Key, list[_Conn]] = {}
-        self._lru: OrderedDict[_Conn, None] = OrderedDict()
-        self._closed = False
-
-    def take(self, key: _Key) -> _Conn | None:
-        """The most recently used idle connection for key that still looks open, or None."""
-        while True:
-            with self._lock:
-                conns = self._by_key.get(key)
-                if not conns:
-                    return None
-                conn = conns.pop()
-                if not conns:
-                    del self._by_key[key]
-                del self._lru[conn]
-            if conn.idle_and_open():
-                return conn
-            conn.close()
-
-    def give(self, conn: _Conn) -> None:
-        """Keep conn for reuse, closing the least recently used one beyond capacity."""
-        evicted: list[_Conn] = []
-        with self._lock:
-            if self._closed:
-                evicted.append(conn)
-            else:
-                self._by_key.setdefault(conn.key, []).append(conn)
-                self._lru[conn] = None
-                while len(self._lru) > self._capacity:
-                    old, _ = self._lru.popitem(last=False)
-                    olds = self._by_key[old.key]
-                    olds.remove(old)
-                    if not olds:
-                        del self._by_key[old.key]
-                    evicted.append(old)
-        for old in evicted:
-            old.close()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            conns = list(self._lru)
-            self._lru.clear()
-            self._by_key.clear()
-        for conn in conns:
-            conn.close()
 
 
 class _Progress:
@@ -422,12 +175,12 @@ class Fetcher:
                 "fetch.verify_tls is false: https certificates and host names are NOT checked;"
                 " anyone on the path can impersonate any site (for archiving only)"
             )
-        codings = "gzip, deflate, br" if _brotli is not None else "gzip, deflate"
+        codings = accept_encoding()
         extra = "".join(f"{line}\r\n" for line in headers)
         self._request_tail = (
             f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: {codings}\r\n{extra}"
         ).encode("latin-1")
-        self._pool = _IdlePool(pool_connections)
+        self._pool = IdlePool(pool_connections)
         self._stats_lock = threading.Lock()
         self._stats: dict[str, int] = {
             "fetch/requests": 0, "fetch/bytes": 0,
@@ -545,7 +298,7 @@ class Fetcher:
                     self._ssl = context
         return self._ssl
 
-    def _connect(self, key: _Key, deadline: float) -> _Conn:
+    def _connect(self, key: PoolKey, deadline: float) -> Connection:
         scheme, address, port, tls_name, via = key
         peer = (via, self.proxy.port) if via and self.proxy is not None else (address, port)
         family = socket.AF_INET6 if ":" in peer[0] else socket.AF_INET
@@ -555,7 +308,7 @@ class Fetcher:
             raise ValueError(f"not an IP address: {peer[0]!r}") from None
         timeout = min(self.connect_timeout, deadline - time.monotonic())
         if timeout <= 0:
-            raise _TotalTimeout
+            raise TotalTimeout
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
@@ -567,12 +320,12 @@ class Fetcher:
         except TimeoutError:
             sock.close()
             if timeout < self.connect_timeout:
-                raise _TotalTimeout from None
+                raise TotalTimeout from None
             raise
         except BaseException:
             sock.close()
             raise
-        return _Conn(key, sock)
+        return Connection(key, sock)
 
     @staticmethod
     def _tunnel(sock: socket.socket, head: bytes, deadline: float) -> None:
@@ -586,7 +339,7 @@ class Fetcher:
         answer = bytearray()
         while not answer.endswith(b"\r\n\r\n"):
             if time.monotonic() > deadline:
-                raise _TotalTimeout
+                raise TotalTimeout
             byte = sock.recv(1)
             if not byte or len(answer) > MAX_HEADER_LINE:
                 raise ProxyRefused("the proxy closed or sent no answer to CONNECT")
@@ -597,7 +350,7 @@ class Fetcher:
             raise ProxyRefused(f"the proxy answered CONNECT with {status_line!r}")
 
     def _exchange(
-        self, key: _Key, request: bytes, deadline: float, limit: int, progress: _Progress
+        self, key: PoolKey, request: bytes, deadline: float, limit: int, progress: _Progress
     ) -> None:
         conn = self._pool.take(key)
         reused = conn is not None
@@ -645,7 +398,7 @@ class Fetcher:
                 conn.close()
 
     def _send(
-        self, conn: _Conn, request: bytes, deadline: float, progress: _Progress
+        self, conn: Connection, request: bytes, deadline: float, progress: _Progress
     ) -> http.client.HTTPResponse:
         """Send the request and read up to the final response's headers."""
         raw = conn.raw
@@ -657,7 +410,7 @@ class Fetcher:
         progress.phase = "head"
         for _ in range(_MAX_INTERIM + 1):
             # http.client reads through conn.makefile(), that is the deadline-bound reader.
-            response = _Response(cast(socket.socket, conn), method="GET")
+            response = Response(cast(socket.socket, conn), method="GET")
             response.begin()
             if not 102 <= response.status < 200:
                 break
@@ -669,7 +422,7 @@ class Fetcher:
             return "error", f"invalid URL: {exc}"
         where = _PHASES[phase]
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if isinstance(exc, _TotalTimeout):
+        if isinstance(exc, TotalTimeout):
             return "timeout", f"total timeout ({self.total_timeout:g} s) while {where}"
         if isinstance(exc, ssl.SSLError | ssl.CertificateError):
             return "tls", f"{detail} (while {where})"
@@ -738,108 +491,3 @@ _PHASES = {
     "head": "reading the status line and headers",
     "body": "reading the body",
 }
-
-
-def decode_body(
-    raw: bytes, codings: list[str], limit: int, deadline: float = math.inf
-) -> tuple[bytes, str | None, str]:
-    """Undo the content codings (listed in the order applied), producing at most limit bytes
-    by the monotonic ``deadline``.
-
-    Returns (body, problem, note): problem is None, ``decoded_too_large`` (body is
-    then the first limit bytes), ``timeout`` (the deadline passed; body empty) or
-    ``protocol`` (a corrupt stream or more than MAX_CODINGS codings; body empty);
-    note says why, or names a coding left undecoded (body is then raw). The work
-    is linear in the input: each coding reads its input once, in pieces.
-    """
-    if not codings:
-        return raw, None, ""
-    applied = [coding for coding in codings if coding not in ("", "identity")]
-    if len(applied) > MAX_CODINGS:
-        return b"", "protocol", f"{len(applied)} content codings (at most {MAX_CODINGS} decoded)"
-    body = raw
-    for coding in reversed(applied):
-        try:
-            if coding in ("gzip", "x-gzip"):
-                body, over = _inflate(body, 31, limit, deadline)
-            elif coding == "deflate":
-                # RFC 9110 means zlib; some servers send raw deflate, which browsers accept too.
-                body, over = _inflate(body, 15 if _is_zlib(body) else -15, limit, deadline)
-            elif coding == "br" and _brotli is not None:
-                body, over = _unbrotli(body, limit)
-            else:
-                return raw, None, f"content-encoding {coding!r} left undecoded"
-        except _DECODE_ERRORS as exc:
-            return b"", "protocol", f"bad {coding} body: {exc}"
-        except _TotalTimeout:
-            return b"", "timeout", f"total timeout while decoding {coding}"
-        if over:
-            return body, "decoded_too_large", f"decoded body over {limit} bytes"
-    return body, None, ""
-
-
-def _is_zlib(data: bytes) -> bool:
-    """Whether data starts with a zlib header (RFC 1950: method 8, header check bits)."""
-    return len(data) >= 2 and data[0] & 0x0F == 8 and int.from_bytes(data[:2], "big") % 31 == 0
-
-
-def _inflate(data: bytes, wbits: int, limit: int, deadline: float) -> tuple[bytes, bool]:
-    """Decompress zlib (15), raw deflate (-15) or gzip (31, members in sequence) up to limit.
-
-    Returns (output, over): over is True when the output would pass limit, which
-    it stops short of. A stream cut short yields what it holds. Raises
-    _TotalTimeout once the monotonic deadline has passed.
-
-    Linear in the input however many members it holds: each member is fed in
-    pieces that start at FIRST_PIECE bytes and double up to CHUNK, so what the
-    inflater copies back past a member's end (``unused_data``) is at most about
-    twice the member plus FIRST_PIECE, never the rest of the body.
-    """
-    view = memoryview(data)
-    end = len(view)
-    out: list[bytes] = []
-    size = pos = 0
-    while pos < end:
-        inflater = zlib.decompressobj(wbits)
-        piece = FIRST_PIECE
-        while pos < end and not inflater.eof:
-            if time.monotonic() > deadline:
-                raise _TotalTimeout
-            pending: bytes | memoryview = view[pos : pos + piece]
-            pos += len(pending)
-            piece = min(piece * 2, CHUNK)
-            while pending:
-                produced = inflater.decompress(pending, limit - size + 1)
-                if produced:
-                    out.append(produced)
-                    size += len(produced)
-                    if size > limit:
-                        return b"".join(out)[:limit], True
-                # With a max_length, an empty piece means all input was consumed.
-                pending = inflater.unconsumed_tail if produced else b""
-        # At most a window's worth remains buffered once the input is consumed.
-        tail = inflater.flush()
-        out.append(tail)
-        size += len(tail)
-        if size > limit:
-            return b"".join(out)[:limit], True
-        pos -= len(inflater.unused_data)
-        if wbits != 31 or bytes(view[pos : pos + 2]) != b"\x1f\x8b":
-            break
-    return b"".join(out), False
-
-
-def _unbrotli(data: bytes, limit: int) -> tuple[bytes, bool]:
-    """Brotli-decode up to limit bytes (brotli >= 1.2 bounds each step's output)."""
-    decoder = _brotli.Decompressor()
-    out = [decoder.process(data, output_buffer_limit=limit + 1)]
-    size = len(out[0])
-    while size <= limit and not decoder.can_accept_more_data():
-        piece = decoder.process(b"", output_buffer_limit=limit - size + 1)
-        if not piece:
-            break
-        out.append(piece)
-        size += len(piece)
-    if size > limit:
-        return b"".join(out)[:limit], True
-    return b"".join(out), False

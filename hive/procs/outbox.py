@@ -28,16 +28,11 @@ before it is sent: one that does not (a damaged disk) could never be
 admitted, so it is a poison batch, moved to ``quarantine`` with its reason and
 counted. ``hive verify`` lists quarantined batches, and
 :func:`replay_quarantine` puts those that decode back in the outbox.
-
-``RecentLinks`` is the cache of URLs a sender keeps, within a memory budget,
-to drop links it sent a moment ago (a page repeats its neighbours' links)
-before they cost a hop and an outbox write.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,61 +268,3 @@ def _replay_store(directory: Path) -> str:
         return ""
     return (f"{directory}: {replayed} quarantined batches back in the outbox"
             + "".join(f"; batch {seq} left: {why}" for seq, why in left))
-
-
-class RecentLinks:
-    """Links handed on a moment ago, by canonical URL (a page repeats its neighbours' links).
-
-    The fetch threads consult it before a link costs a scope check, a record, a
-    hop to the splitter and an outbox write. It is sized by memory, not by
-    count: two generations of sets, each taking URLs until its strings and its
-    hash table (``sys.getsizeof``) reach half of ``budget`` bytes. A hit in the
-    old generation moves to the young one, and a full young generation
-    replaces the old one, so it keeps at least the last ``budget / 2`` bytes
-    of URLs and holds about ``budget``: the add that fills a generation may
-    have grown its table (CPython quadruples a small set's), which can take
-    the cache past its budget by a third for short URLs, whose table weighs
-    most; ``tests/frontier/test_outbox.py`` holds it under 1.5 x ``budget``.
-
-    Every step is one set operation, atomic under the GIL, so fetch threads
-    share it without a lock; a race at worst lets a repeat through (the owner's
-    seen set drops it) or miscounts a URL's bytes until the next generation.
-    """
-
-    def __init__(self, budget: int) -> None:
-        self._half = budget // 2
-        self._young: set[str] = set()
-        self._young_bytes = 0
-        self._old: set[str] = set()
-        self._old_bytes = 0
-
-    def __contains__(self, url: str) -> bool:
-        if url in self._young:
-            return True
-        if url in self._old:
-            self._keep(url)
-            return True
-        return False
-
-    def add(self, url: str) -> None:
-        self._keep(url)
-
-    def forget(self, url: str) -> None:
-        """Drop a URL that was not handed on after all (its bytes stay counted until
-        its generation goes)."""
-        self._young.discard(url)
-        self._old.discard(url)
-
-    def _keep(self, url: str) -> None:
-        young = self._young
-        young.add(url)
-        self._young_bytes += sys.getsizeof(url)
-        held = self._young_bytes + sys.getsizeof(young)
-        if held >= self._half:
-            self._old, self._old_bytes = young, held
-            self._young, self._young_bytes = set(), 0
-
-    @property
-    def held_bytes(self) -> int:
-        """The bytes both generations hold, as the budget counts them."""
-        return self._young_bytes + sys.getsizeof(self._young) + self._old_bytes

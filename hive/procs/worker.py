@@ -50,7 +50,7 @@ from hive.fetch.parse import Scope, extract_links
 from hive.fetch.proxy import Proxy
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.fetch.warc import Truncation, WarcWriter
-from hive.procs.outbox import RecentLinks
+from hive.procs.recentlinks import RecentLinks
 
 log = logging.getLogger(__name__)
 

@@ -29,15 +29,10 @@ from hypothesis import strategies as st
 from hive.config import load
 from hive.errors import ConfigError
 from hive.fetch import cookies as cookies_module
-from hive.fetch import client as fetch_module
-from hive.fetch.client import (
-    Fetcher,
-    FetchResult,
-    Headers,
-    decode_body,
-    read_header_lines,
-)
+from hive.fetch import decoding
+from hive.fetch.client import Fetcher, FetchResult
 from hive.fetch.cookies import CookieJars
+from hive.fetch.decoding import decode_body
 from hive.fetch.headers import (
     content_codings,
     content_length,
@@ -47,6 +42,7 @@ from hive.fetch.headers import (
     robots_nofollow,
 )
 from hive.fetch.proxy import Proxy
+from hive.fetch.response import Headers, read_header_lines
 from tests.proxyserver import ConnectProxy
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open
@@ -422,7 +418,7 @@ def test_a_response_slow_to_decode_ends_at_total_timeout(
 
 
 def test_br_left_undecoded_without_brotli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fetch_module, "_brotli", None)
+    monkeypatch.setattr(decoding, "_brotli", None)
     assert decode_body(b"\x0b\x02\x80hi\x03", ["br"], 100)[1:] == (
         None, "content-encoding 'br' left undecoded",
     )
@@ -430,7 +426,7 @@ def test_br_left_undecoded_without_brotli(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_br_decoded_with_a_bound_when_brotli_is_installed() -> None:
     brotli = pytest.importorskip("brotli")
-    if fetch_module._brotli is None:
+    if decoding._brotli is None:
         pytest.skip("brotli module without bounded decoding")
     assert decode_body(brotli.compress(PAGE), ["br"], 1000) == (PAGE, None, "")
     body, problem, _ = decode_body(brotli.compress(b"\0" * 5_000_000), ["br"], 100_000)

@@ -22,17 +22,18 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import protego
 import pytest
 
-from hive import testweb
 from hive.testweb import (
     Request,
     Web,
     WebServer,
     as_received,
     duplicates,
+    graph,
     politeness_violations,
     received,
     serve,
 )
+from hive.testweb.requestlog import load_log
 from tests.conftest import wait_for
 
 ADDRESS = "127.0.0.2"
@@ -76,9 +77,9 @@ def all_pages(web: Web) -> list[tuple[str, str]]:
 # --- the model ---
 
 
-def page(web: Web, name: str, path: str) -> testweb.Response:
+def page(web: Web, name: str, path: str) -> graph.Response:
     reply = web.respond(name, path, port=8080, tripwire=9)
-    assert isinstance(reply, testweb.Response)
+    assert isinstance(reply, graph.Response)
     return reply
 
 
@@ -117,7 +118,7 @@ def test_pages_have_the_promised_links_and_size() -> None:
 
 def test_expected_answers_follow_the_robots_variants() -> None:
     web = Web(seed=2, hosts=12, pages=5)
-    assert list(web.robots.values()).count("standard") == 12 - len(testweb.ROBOTS_VARIANTS)
+    assert list(web.robots.values()).count("standard") == 12 - len(graph.ROBOTS_VARIANTS)
     assert web.robots[web.names[0]] == "standard"
     scope, banned = web.in_scope_urls(8080), web.disallowed_urls(8080)
     assert not scope & banned
@@ -126,7 +127,7 @@ def test_expected_answers_follow_the_robots_variants() -> None:
     assert web.url(error, "/p/1.html", 8080) in banned
     assert web.url(missing, "/private/0.html", 8080) in scope
     assert web.url(web.names[0], "/private/2.html", 8080) in banned
-    assert len(scope) == 11 * 5 + testweb.PRIVATE_PAGES
+    assert len(scope) == 11 * 5 + graph.PRIVATE_PAGES
     assert web.url(web.names[0], "/", 80) == "http://h000.web.test/"
     assert web.crawl_delay == {host_of(web, "crawl-delay"): 0.5}
 
@@ -219,7 +220,7 @@ def test_gzip_bomb_inflates_past_100_mb(server: WebServer) -> None:
     status, headers, body = fetch(server, "gzip-bomb.web.test", "/")
     assert status == 200 and headers["content-encoding"] == "gzip"
     assert int(headers["content-length"]) == len(body) < 1 << 20
-    assert struct.unpack("<I", body[-4:])[0] == testweb.BOMB_INFLATED & 0xFFFFFFFF
+    assert struct.unpack("<I", body[-4:])[0] == graph.BOMB_INFLATED & 0xFFFFFFFF
     inflate, inflated, pending = zlib.decompressobj(31), 0, body
     while inflated <= 100_000_000 and pending:
         inflated += len(inflate.decompress(pending, 1 << 22))
@@ -241,12 +242,12 @@ def test_drip_sends_a_byte_every_half_second(server: WebServer) -> None:
     with closing(http.client.HTTPConnection(server.address, server.port, timeout=3)) as conn:
         conn.request("GET", "/", headers={"Host": "drip.web.test"})
         with closing(conn.getresponse()) as response:
-            assert response.getheader("content-length") == str(testweb.DRIP_BYTES)
+            assert response.getheader("content-length") == str(graph.DRIP_BYTES)
             times = []
             for _ in range(3):
                 assert len(response.read(1)) == 1
                 times.append(time.monotonic())
-    assert all(b - a > testweb.DRIP_INTERVAL * 0.8 for a, b in zip(times, times[1:], strict=False))
+    assert all(b - a > graph.DRIP_INTERVAL * 0.8 for a, b in zip(times, times[1:], strict=False))
 
 
 def test_redirects_loop_and_point_at_private_addresses(server: WebServer) -> None:
@@ -288,7 +289,7 @@ def test_huge_page_and_binary_page(server: WebServer) -> None:
     assert body.startswith(b"<!doctype html>")
     status, headers, body = fetch(server, "binary.web.test", "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
-    assert len(body) == testweb.BINARY_BYTES and b"\x00" in body
+    assert len(body) == graph.BINARY_BYTES and b"\x00" in body
 
 
 def test_log_records_each_request_and_strays(server: WebServer) -> None:
@@ -409,5 +410,5 @@ def test_subprocess_serves_on_127_0_0_2_by_default_and_writes_its_log_on_sigterm
             if process.poll() is None:
                 process.kill()
     assert process.returncode == 0 and errors == b""
-    [record] = testweb.load_log(log)
+    [record] = load_log(log)
     assert record.url == f"http://h001.web.test:{port}/p/2.html" and record.status == 200

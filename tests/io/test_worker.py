@@ -24,13 +24,13 @@ from hive.core.urls import canonicalize
 from hive.fetch.robots import RobotsRules
 from hive.procs.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
 from hive.testweb import (
-    UNAVAILABLE_RETRY_AFTER,
     WebProcess,
     as_received,
     duplicates,
     politeness_violations,
     received,
 )
+from hive.testweb.graph import UNAVAILABLE_RETRY_AFTER
 from tests.conftest import crawl_config, wait_for
 from tests.proxyserver import ConnectProxy
 

@@ -1,15 +1,10 @@
-"""The synthetic multi-host web that tests, bench/ and ``hive demo`` crawl, served on loopback.
+"""The synthetic web's site graph: its hosts, pages, robots.txt files and hostile hosts.
 
-This module owns three things:
-
-- :class:`Web`, a site graph that is a pure function of its parameters and seed,
-  with the expected answers of a crawl (:meth:`Web.seeds`,
-  :meth:`Web.in_scope_urls`, :meth:`Web.disallowed_urls`);
-- :func:`serve`, a threaded HTTP/1.1 server that routes by the ``Host`` header
-  and records every request as a :class:`Request` (the request log);
-- checkers over a request log: :func:`politeness_violations` (on the server's
-  stamps, or corrected by the crawl log with :func:`as_received`),
-  :func:`duplicates` and :meth:`Web.strays`.
+:class:`Web` is a pure function of its parameters and seed: it answers a
+request (:meth:`Web.respond`: a :class:`Response` or a :class:`Stream`) and
+knows the expected answers of a crawl (:meth:`Web.seeds`,
+:meth:`Web.in_scope_urls`, :meth:`Web.disallowed_urls`, :meth:`Web.strays`).
+hive.testweb.server serves it.
 
 **Names.** Normal hosts are ``h000.<domain>``, ``h001.<domain>`` … with pages
 ``/`` and ``/p/1.html`` … ``/p/<pages-1>.html``, and ``/private/0.html`` …
@@ -53,46 +48,23 @@ The loopback ones point at the *tripwire*, a second listener on 127.0.0.1 that
 serves nothing: bind the web to 127.0.0.2 and allow only that address, and any
 request a crawler makes to a private address it should have refused shows up
 in :meth:`Web.strays`.
-
-Run in its own process (for benchmarks)::
-
-    python -m hive.testweb --port 0 --hosts 200 --pages 100 --log FILE
-
-prints the port on stdout's first line, appends the request log to FILE as JSON
-lines, and stops on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
-import argparse
-import bisect
 import calendar
 import codecs
-import contextlib
-import dataclasses
 import datetime
 import functools
-import json
 import random
 import re
-import select
-import signal
-import socket
 import struct
-import subprocess
-import sys
-import threading
-import time
 import zlib
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
-from socketserver import TCPServer
-from types import TracebackType
-from typing import Any, TextIO
+
+from hive.testweb.requestlog import Request
 
 PRIVATE_PAGES = 3
 ROBOTS_VARIANTS = ("crawl-delay", "bom", "missing", "error", "unavailable")
@@ -105,15 +77,12 @@ HOSTILE_KINDS = (
 BOMB_INFLATED = 256 << 20
 ENDLESS_BYTES = 200 << 20
 STREAM_SECONDS = 60.0
-# The crawl log rounds its times to the millisecond.
-LOG_ROUNDING = 0.001
 DRIP_BYTES = 1000
 DRIP_INTERVAL = 0.5
 RATE_LIMIT_RETRY_AFTER = 2
 CALENDAR_START = "/cal/2024/01/15"
 HUGE_BYTES = 30 << 20
 BINARY_BYTES = 64 << 10
-TRIPWIRE_ADDRESS = "127.0.0.1"
 PAGE_CACHE = 8192
 
 # Shares of a page's random links; the rest are same-host pages (or cross-host ones).
@@ -206,13 +175,6 @@ def _relative(rng: random.Random, here: str, target: str) -> str:
 def _below(rng: random.Random, n: int) -> int:
     """A random integer in [0, n): randrange's job at a fifth of its cost."""
     return int(rng.random() * n)
-
-
-def _hostname(host_header: str) -> str:
-    """The name in a Host header, without its port (``[::1]:80`` -> ``[::1]``)."""
-    if host_header.startswith("["):
-        return host_header[: host_header.find("]") + 1]
-    return host_header.rpartition(":")[0] if ":" in host_header else host_header
 
 
 class Web:
@@ -527,461 +489,3 @@ def _calendar_next(day: datetime.date) -> list[datetime.date]:
         if y <= datetime.MAXYEAR:
             out.append(datetime.date(y, m, min(day.day, calendar.monthrange(y, m)[1])))
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One entry of the request log (GET and HEAD; other methods get 501, unlogged).
-
-    ``host`` is the Host header as sent, lower-cased (with its port, if any);
-    ``start`` is when the request had been read and ``end`` when the response
-    had been written, both ``time.time()``. A record is added just after its
-    response is written. When a client abandons a stream, ``end`` is when the
-    server noticed: at the next write, at most ``DRIP_INTERVAL`` later.
-    """
-
-    host: str
-    path: str
-    method: str
-    status: int
-    start: float
-    end: float
-    client: str
-
-    @property
-    def hostname(self) -> str:
-        return _hostname(self.host)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}{self.path}"
-
-    def to_json(self) -> str:
-        return json.dumps({
-            "host": self.host, "path": self.path, "method": self.method, "status": self.status,
-            "start": self.start, "end": self.end, "client": self.client,
-        })
-
-    @classmethod
-    def from_json(cls, line: str) -> Request:
-        data = json.loads(line)
-        return cls(
-            str(data["host"]), str(data["path"]), str(data["method"]), int(data["status"]),
-            float(data["start"]), float(data["end"]), str(data["client"]),
-        )
-
-
-def load_log(path: Path) -> list[Request]:
-    """The request log a ``python -m hive.testweb --log FILE`` process wrote (complete lines)."""
-    with path.open(encoding="utf-8") as lines:
-        return [Request.from_json(line) for line in lines if line.endswith("\n")]
-
-
-def politeness_violations(
-    records: Iterable[Request], min_gap: float | Mapping[str, float] = 0.0, tolerance: float = 0.0
-) -> list[str]:
-    """Every breach of politeness in a request log, one message each.
-
-    Per host name (port ignored), in order of start: a request that starts
-    before an earlier one to that host has ended (overlap), or less than the
-    host's gap after it ended. ``min_gap`` is one gap for every host or a map
-    host -> gap (hosts not in it: 0, only overlaps count). ``tolerance`` forgives
-    that much of each rule, for clock granularity.
-    """
-    by_host: dict[str, list[Request]] = defaultdict(list)
-    for record in records:
-        by_host[record.hostname].append(record)
-    violations = []
-    for host, requests in sorted(by_host.items()):
-        gap = min_gap.get(host, 0.0) if isinstance(min_gap, Mapping) else min_gap
-        requests.sort(key=lambda r: r.start)
-        last = requests[0]  # the request, so far, that ended last
-        for request in requests[1:]:
-            if request.start < last.end - tolerance:
-                violations.append(
-                    f"{host}: {request.path} started at {request.start:.3f} while "
-                    f"{last.path} was in flight (until {last.end:.3f})"
-                )
-            elif request.start - last.end < gap - tolerance:
-                violations.append(
-                    f"{host}: {request.path} started {request.start - last.end:.3f}s after "
-                    f"{last.path} ended; the gap is {gap:g}s"
-                )
-            if request.end > last.end:
-                last = request
-    return violations
-
-
-def received(log_dir: Path) -> dict[str, list[float]]:
-    """When the crawler had each response, from hive's crawl logs in ``log_dir``: URL ->
-    sorted times. A line cut by a kill (and continued by a restarted worker) is skipped."""
-    times: dict[str, list[float]] = defaultdict(list)
-    for path in log_dir.glob("crawl-*.jsonl"):
-        for line in path.read_text(encoding="utf-8").split("\n"):
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            times[entry["url"]].append(float(entry["t"]))
-    for values in times.values():
-        values.sort()
-    return times
-
-
-def as_received(requests: Iterable[Request], times: Mapping[str, list[float]]) -> list[Request]:
-    """The request log, each response ending when the crawler had it if that came first.
-
-    A busy server stamps a response's end late, never early, so a politeness
-    check on the raw stamps sees gaps shorter than the crawler left. A
-    request's response is the first one the crawler had at or after the request
-    started (the crawl log rounds times to the millisecond).
-    """
-    out = []
-    for request in requests:
-        seen = times.get(request.url, [])
-        i = bisect.bisect_left(seen, request.start - LOG_ROUNDING)
-        end = min(request.end, seen[i]) if i < len(seen) else request.end
-        out.append(dataclasses.replace(request, end=end))
-    return out
-
-
-def duplicates(records: Iterable[Request]) -> dict[str, int]:
-    """URLs fetched more than once: url -> number of fetches.
-
-    Counts GETs with a final answer only: robots.txt (re-fetched when its cache
-    expires or after a failure) and retryable answers (429, 5xx) are retries,
-    not duplicates.
-    """
-    counts = Counter(
-        r.url
-        for r in records
-        if r.method == "GET" and r.path != "/robots.txt" and r.status != 429 and r.status < 500
-    )
-    return {url: n for url, n in counts.items() if n > 1}
-
-
-class _Site:
-    """What the handlers share: the web, the ports, the request log and the live connections."""
-
-    def __init__(self, web: Web, log: TextIO | None) -> None:
-        self.web = web
-        self.port = 0
-        self.tripwire = 0
-        self.stopping = threading.Event()
-        self.records: list[Request] = []
-        self._log = log
-        self._asked: Counter[tuple[str, str]] = Counter()
-        self._connections: dict[socket.socket, threading.Thread] = {}
-        self.lock = threading.Lock()
-
-    def ask(self, host: str, path: str) -> int:
-        """Count a request of (host, path); return how many came before it."""
-        with self.lock:
-            asked = self._asked[host, path]
-            self._asked[host, path] = asked + 1
-            return asked
-
-    def record(self, request: Request) -> None:
-        line = request.to_json() + "\n"
-        with self.lock:
-            self.records.append(request)
-            if self._log is not None:
-                self._log.write(line)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.records.clear()
-            self._asked.clear()
-
-    def detach_log(self) -> None:
-        with self.lock:
-            self._log = None
-
-    def track(self, connection: socket.socket, thread: threading.Thread | None) -> None:
-        with self.lock:
-            if thread is None:
-                self._connections.pop(connection, None)
-            else:
-                self._connections[connection] = thread
-
-    def connections(self) -> list[tuple[socket.socket, threading.Thread]]:
-        with self.lock:
-            return list(self._connections.items())
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # A connection idle (or not reading) this long is dropped.
-    timeout = STREAM_SECONDS
-    server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log nothing: the request log is the record."""
-
-    def do_GET(self) -> None:
-        self._reply(send_body=True)
-
-    def do_HEAD(self) -> None:
-        self._reply(send_body=False)
-
-    def _reply(self, send_body: bool) -> None:
-        start = time.time()
-        site = self.server.site
-        host = self.headers.get("Host", "").strip().lower()
-        asked = site.ask(host, self.path)
-        reply = site.web.respond(
-            _hostname(host), self.path, port=site.port, tripwire=site.tripwire, asked=asked
-        )
-        try:
-            if isinstance(reply, Stream):
-                self._stream(reply, send_body, start)
-            else:
-                self.wfile.write(reply.wire(send_body))
-        except OSError:
-            self.close_connection = True
-        finally:
-            client = f"{self.client_address[0]}:{self.client_address[1]}"
-            site.record(
-                Request(host, self.path, self.command, reply.status, start, time.time(), client)
-            )
-
-    def _stream(self, reply: Stream, send_body: bool, start: float) -> None:
-        self.close_connection = True
-        self.wfile.write(reply.head())
-        if not send_body:
-            return
-        stopping = self.server.site.stopping
-        for chunk in reply.chunks:
-            if reply.length is None:
-                chunk = b"%x\r\n%b\r\n" % (len(chunk), chunk)
-            self.wfile.write(chunk)
-            if stopping.wait(reply.interval) or time.time() - start > STREAM_SECONDS:
-                return
-        if reply.length is None:
-            self.wfile.write(b"0\r\n\r\n")
-
-
-class _HTTPServer(HTTPServer):
-    """One listener; a daemon thread per connection, tracked so close() can end it."""
-
-    request_queue_size = 1024
-
-    def __init__(self, address: tuple[str, int], site: _Site) -> None:
-        self.site = site
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind looks up the FQDN (reverse DNS) for a name unused here.
-        TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.socket.getsockname()[:2]
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self._serve_connection, args=(request, client_address), daemon=True
-        )
-        self.site.track(request, thread)
-        thread.start()
-
-    def _serve_connection(self, request: socket.socket, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        except OSError:
-            pass  # the client went away mid-request
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            self.site.track(request, None)
-            self.shutdown_request(request)
-
-
-class _Served:
-    """What a served web answers about itself: its URLs on the port it listens on."""
-
-    web: Web
-    address: str
-    port: int
-
-    @property
-    def resolve(self) -> str:
-        """The ``dns.resolve`` entry sending every name of the web here."""
-        return f"*.{self.web.domain}={self.address}"
-
-    def url(self, host: str, path: str = "/") -> str:
-        return self.web.url(host, path, self.port)
-
-    def seeds(self) -> list[str]:
-        return self.web.seeds(self.port)
-
-    def in_scope_urls(self) -> set[str]:
-        return self.web.in_scope_urls(self.port)
-
-
-class WebServer(_Served):
-    """A :class:`Web` served on a loopback address, with its request log; see :func:`serve`."""
-
-    def __init__(
-        self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None
-    ) -> None:
-        self.web = web
-        self._log = log.open("a", encoding="utf-8", buffering=1) if log is not None else None
-        self._site = _Site(web, self._log)
-        self._servers: list[_HTTPServer] = []
-        self._threads: list[threading.Thread] = []
-        try:
-            for address in ((host, port), (TRIPWIRE_ADDRESS, 0)):
-                self._servers.append(_HTTPServer(address, self._site))
-        except OSError:
-            self.close()
-            raise
-        self.address = host
-        self.port = self._servers[0].server_port
-        self.tripwire = self._servers[1].server_port
-        self._site.port, self._site.tripwire = self.port, self.tripwire
-        for server in self._servers:
-            thread = threading.Thread(
-                target=server.serve_forever, args=(0.05,), name="testweb", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-
-    @property
-    def requests(self) -> list[Request]:
-        """A copy of the request log so far."""
-        with self._site.lock:
-            return list(self._site.records)
-
-
-    def disallowed_urls(self) -> set[str]:
-        return self.web.disallowed_urls(self.port)
-
-    def reset(self) -> None:
-        """Forget the request log and the request counts (the 503 robots.txt answers 503 again)."""
-        self._site.reset()
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop serving, end every open connection and its thread, and close the log file."""
-        self._site.stopping.set()
-        for server in self._servers:
-            if self._threads:
-                server.shutdown()
-            server.server_close()
-        for thread in self._threads:
-            thread.join()
-        self._threads.clear()
-        deadline = time.monotonic() + timeout
-        for connection, thread in self._site.connections():
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._site.detach_log()
-        if self._log is not None:
-            self._log.close()
-
-    def __enter__(self) -> WebServer:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class WebProcess(_Served):
-    """A :class:`Web` served by ``python -m hive.testweb`` in a process of its own.
-
-    What tests and benchmarks that measure politeness use: a server sharing the
-    crawler's GIL would stamp a response's end late by up to a thread switch
-    interval (5 ms) and see gaps shorter than they were.
-    """
-
-    def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
-        self.web = web
-        self.address = host
-        self.log = log
-        command = [
-            sys.executable, "-m", "hive.testweb", "--host", host, "--seed", str(web.seed),
-            "--hosts", str(web.hosts), "--pages", str(web.pages), "--links", str(web.links),
-            "--cross-host", str(web.cross_host), "--page-bytes", str(web.page_bytes),
-            "--domain", web.domain, "--crawl-delay", str(web.robots_crawl_delay), "--log", str(log),
-        ]
-        if not web.hostile_enabled:
-            command.append("--no-hostile")
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        assert self._process.stdout is not None
-        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
-        line = self._process.stdout.readline() if ready else ""
-        if not line.strip().isdigit():
-            self.close()
-            raise RuntimeError(f"hive.testweb did not start (printed {line!r})")
-        self.port = int(line)
-
-    @property
-    def requests(self) -> list[Request]:
-        return load_log(self.log) if self.log.exists() else []
-
-
-    def close(self) -> None:
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        if self._process.stdout is not None:
-            self._process.stdout.close()
-
-    def __enter__(self) -> WebProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def serve(web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None) -> WebServer:
-    """Serve ``web`` on ``host:port`` (0: any free port) from background threads.
-
-    Also opens the tripwire on ``127.0.0.1``. Every request is logged in
-    memory and, when ``log`` is given, appended to that file as JSON lines.
-    """
-    return WebServer(web, host, port, log)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m hive.testweb``: serve a web until SIGTERM or SIGINT."""
-    parser = argparse.ArgumentParser(prog="python -m hive.testweb", description=main.__doc__)
-    # Not 127.0.0.1: that is the tripwire's, and a crawl allowed only the web's address
-    # (--allow-net 127.0.0.2/32) proves it never strays to other loopback services.
-    parser.add_argument("--host", default="127.0.0.2", help="address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free one)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--hosts", type=int, default=20)
-    parser.add_argument("--pages", type=int, default=20, help="pages per host")
-    parser.add_argument("--links", type=int, default=20, help="links per page")
-    parser.add_argument("--cross-host", type=float, default=0.2, help="share of cross-host links")
-    parser.add_argument("--page-bytes", type=int, default=5000)
-    parser.add_argument("--domain", default="web.test")
-    parser.add_argument("--no-hostile", action="store_true", help="leave the hostile hosts out")
-    parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
-    parser.add_argument("--log", type=Path, help="append the request log here as JSON lines")
-    args = parser.parse_args(argv)
-    web = Web(
-        args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
-        args.domain, not args.no_hostile, args.crawl_delay,
-    )
-    # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
-    sys.setswitchinterval(0.0005)
-    stop = {signal.SIGTERM, signal.SIGINT}
-    # Blocked before the server threads start, so they inherit the mask and only sigwait sees them.
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop)
-    with serve(web, args.host, args.port, args.log) as server:
-        print(server.port, flush=True)
-        signal.sigwait(stop)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

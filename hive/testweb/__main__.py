@@ -1,0 +1,55 @@
+"""``python -m hive.testweb``: serve a synthetic web in a process of its own (for benchmarks)::
+
+    python -m hive.testweb --port 0 --hosts 200 --pages 100 --log FILE
+
+prints the port on stdout's first line, appends the request log to FILE as JSON
+lines, and stops on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hive.testweb.graph import Web
+from hive.testweb.server import serve
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m hive.testweb``: serve a web until SIGTERM or SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m hive.testweb", description=main.__doc__)
+    # Not 127.0.0.1: that is the tripwire's, and a crawl allowed only the web's address
+    # (--allow-net 127.0.0.2/32) proves it never strays to other loopback services.
+    parser.add_argument("--host", default="127.0.0.2", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free one)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--pages", type=int, default=20, help="pages per host")
+    parser.add_argument("--links", type=int, default=20, help="links per page")
+    parser.add_argument("--cross-host", type=float, default=0.2, help="share of cross-host links")
+    parser.add_argument("--page-bytes", type=int, default=5000)
+    parser.add_argument("--domain", default="web.test")
+    parser.add_argument("--no-hostile", action="store_true", help="leave the hostile hosts out")
+    parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
+    parser.add_argument("--log", type=Path, help="append the request log here as JSON lines")
+    args = parser.parse_args(argv)
+    web = Web(
+        args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
+        args.domain, not args.no_hostile, args.crawl_delay,
+    )
+    # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
+    sys.setswitchinterval(0.0005)
+    stop = {signal.SIGTERM, signal.SIGINT}
+    # Blocked before the server threads start, so they inherit the mask and only sigwait sees them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    with serve(web, args.host, args.port, args.log) as server:
+        print(server.port, flush=True)
+        signal.sigwait(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""The request log of a served web, and the checks a crawl's requests must pass.
+
+Every request the server answers becomes a :class:`Request`, kept in memory
+and, when asked, appended to a file as a JSON line (:func:`load_log` reads it
+back). The checks: :func:`politeness_violations`, on the server's stamps or
+corrected by hive's crawl log (:func:`received`, :func:`as_received`), and
+:func:`duplicates`; :meth:`hive.testweb.graph.Web.strays` finds the requests
+for names outside the web.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# The crawl log rounds its times to the millisecond.
+LOG_ROUNDING = 0.001
+
+
+def hostname(host_header: str) -> str:
+    """The name in a Host header, without its port (``[::1]:80`` -> ``[::1]``)."""
+    if host_header.startswith("["):
+        return host_header[: host_header.find("]") + 1]
+    return host_header.rpartition(":")[0] if ":" in host_header else host_header
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One entry of the request log (GET and HEAD; other methods get 501, unlogged).
+
+    ``host`` is the Host header as sent, lower-cased (with its port, if any);
+    ``start`` is when the request had been read and ``end`` when the response
+    had been written, both ``time.time()``. A record is added just after its
+    response is written. When a client abandons a stream, ``end`` is when the
+    server noticed: at the next write, at most ``graph.DRIP_INTERVAL`` later.
+    """
+
+    host: str
+    path: str
+    method: str
+    status: int
+    start: float
+    end: float
+    client: str
+
+    @property
+    def hostname(self) -> str:
+        return hostname(self.host)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}{self.path}"
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "host": self.host, "path": self.path, "method": self.method, "status": self.status,
+            "start": self.start, "end": self.end, "client": self.client,
+        })
+
+    @classmethod
+    def from_json(cls, line: str) -> Request:
+        data = json.loads(line)
+        return cls(
+            str(data["host"]), str(data["path"]), str(data["method"]), int(data["status"]),
+            float(data["start"]), float(data["end"]), str(data["client"]),
+        )
+
+
+def load_log(path: Path) -> list[Request]:
+    """The request log a ``python -m hive.testweb --log FILE`` process wrote (complete lines)."""
+    with path.open(encoding="utf-8") as lines:
+        return [Request.from_json(line) for line in lines if line.endswith("\n")]
+
+
+def politeness_violations(
+    records: Iterable[Request], min_gap: float | Mapping[str, float] = 0.0, tolerance: float = 0.0
+) -> list[str]:
+    """Every breach of politeness in a request log, one message each.
+
+    Per host name (port ignored), in order of start: a request that starts
+    before an earlier one to that host has ended (overlap), or less than the
+    host's gap after it ended. ``min_gap`` is one gap for every host or a map
+    host -> gap (hosts not in it: 0, only overlaps count). ``tolerance`` forgives
+    that much of each rule, for clock granularity.
+    """
+    by_host: dict[str, list[Request]] = defaultdict(list)
+    for record in records:
+        by_host[record.hostname].append(record)
+    violations = []
+    for host, requests in sorted(by_host.items()):
+        gap = min_gap.get(host, 0.0) if isinstance(min_gap, Mapping) else min_gap
+        requests.sort(key=lambda r: r.start)
+        last = requests[0]  # the request, so far, that ended last
+        for request in requests[1:]:
+            if request.start < last.end - tolerance:
+                violations.append(
+                    f"{host}: {request.path} started at {request.start:.3f} while "
+                    f"{last.path} was in flight (until {last.end:.3f})"
+                )
+            elif request.start - last.end < gap - tolerance:
+                violations.append(
+                    f"{host}: {request.path} started {request.start - last.end:.3f}s after "
+                    f"{last.path} ended; the gap is {gap:g}s"
+                )
+            if request.end > last.end:
+                last = request
+    return violations
+
+
+def received(log_dir: Path) -> dict[str, list[float]]:
+    """When the crawler had each response, from hive's crawl logs in ``log_dir``: URL ->
+    sorted times. A line cut by a kill (and continued by a restarted worker) is skipped."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for path in log_dir.glob("crawl-*.jsonl"):
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            times[entry["url"]].append(float(entry["t"]))
+    for values in times.values():
+        values.sort()
+    return times
+
+
+def as_received(requests: Iterable[Request], times: Mapping[str, list[float]]) -> list[Request]:
+    """The request log, each response ending when the crawler had it if that came first.
+
+    A busy server stamps a response's end late, never early, so a politeness
+    check on the raw stamps sees gaps shorter than the crawler left. A
+    request's response is the first one the crawler had at or after the request
+    started (the crawl log rounds times to the millisecond).
+    """
+    out = []
+    for request in requests:
+        seen = times.get(request.url, [])
+        i = bisect.bisect_left(seen, request.start - LOG_ROUNDING)
+        end = min(request.end, seen[i]) if i < len(seen) else request.end
+        out.append(dataclasses.replace(request, end=end))
+    return out
+
+
+def duplicates(records: Iterable[Request]) -> dict[str, int]:
+    """URLs fetched more than once: url -> number of fetches.
+
+    Counts GETs with a final answer only: robots.txt (re-fetched when its cache
+    expires or after a failure) and retryable answers (429, 5xx) are retries,
+    not duplicates.
+    """
+    counts = Counter(
+        r.url
+        for r in records
+        if r.method == "GET" and r.path != "/robots.txt" and r.status != 429 and r.status < 500
+    )
+    return {url: n for url, n in counts.items() if n > 1}
