@@ -575,6 +575,37 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
 
 
 @main.command()
+@DATA
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Where to write the index (default: DATA/index.cdxj).")
+def index(data_dir: Path, out_path: Path | None) -> None:
+    """Build one sorted CDXJ index of a crawl's WARC files, for replay (pywb).
+
+    Reads the WARCs alone, so it works after a crash: a file whose last record is
+    torn is indexed up to its last whole record, and the bytes skipped are named.
+    """
+    from hive.fetch import cdxj
+
+    warc_dir = data_dir / "warc"
+    if not warc_dir.is_dir():
+        raise click.ClickException(f"{warc_dir}: no such directory (is --data a crawl?)")
+    out_path = out_path if out_path is not None else data_dir / "index.cdxj"
+    warcs = cdxj.crawl_warcs(warc_dir)
+    try:
+        results, lines = cdxj.build_index(warcs, out_path)
+    except OSError as exc:
+        raise click.ClickException(f"index: {describe(exc)}") from exc
+    for result in results:
+        if result.skipped_bytes:
+            click.echo(f"index: {result.filename}: skipped {result.skipped_bytes} bytes after "
+                       f"offset {result.whole_bytes} (a torn or corrupt record)", err=True)
+        if result.filename.endswith(".open"):
+            click.echo(f"index: {result.filename}: still open (a crash?); the next start "
+                       "renames it, and its lines name it as it is now", err=True)
+    click.echo(f"indexed {lines} records from {len(warcs)} WARC files into {out_path}")
+
+
+@main.command()
 @click.option("--procs", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--hosts", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(1, 10_000), default=20, show_default=True,

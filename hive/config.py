@@ -139,6 +139,8 @@ class ScopeConfig:
 @dataclass(frozen=True, slots=True)
 class ParseConfig:
     max_links_per_page: int
+    max_embeds_per_page: int
+    max_css_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +218,7 @@ MINIMUM_ONE = {
     "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
     "hive.max_tries", "hive.overflow", "hive.tcp_port",
-    "parse.max_links_per_page",
+    "parse.max_links_per_page", "parse.max_embeds_per_page", "parse.max_css_bytes",
 }
 
 

@@ -21,6 +21,8 @@ Link extraction (:func:`extract_links`), policy:
   ``max_links`` distinct links (``truncated`` says so). A slice boundary can
   fall inside a comment or a script, whose text the next slice then reads as
   markup: on pages over ``SLICE`` only, a link may be found there.
+* Page requisites (images, scripts, stylesheets...) are read in the same walk when
+  asked for, and returned apart from links with their kind (``hive.fetch.requisites``).
 * Links come from ``a`` and ``area`` ``href``, ``frame`` and ``iframe`` ``src``,
   ``link`` elements that name a page (``rel`` canonical, alternate, next, prev,
   previous; not a stylesheet or icon, nor an alternate of a non-HTML type such
@@ -67,6 +69,7 @@ from selectolax.lexbor import LexborHTMLParser
 from hive.config import ScopeConfig
 from hive.core.urls import canonicalize, host_key
 from hive.errors import ConfigError, URLError
+from hive.fetch.requisites import EmbedBudget, link_embed_kind, raw_embeds, resolve
 
 __all__ = [
     "ExtractResult", "Scope", "extract_links", "media_type", "page_encoding", "refresh_url",
@@ -123,6 +126,8 @@ class ExtractResult:
     ``skipped``: why the body was not parsed (``not_html``, ``binary``), else
     None. ``nofollow``: the page's robots meta says nofollow or none.
     ``truncated``: extraction stopped at ``max_links``; the page has more.
+    ``embeds``: (canonical URL, kind) of the page's requisites when asked for
+    (``hive.fetch.requisites``), ``embeds_refused`` and ``embeds_truncated`` likewise.
     """
 
     links: list[str] = field(default_factory=list)
@@ -130,6 +135,9 @@ class ExtractResult:
     skipped: str | None = None
     nofollow: bool = False
     truncated: bool = False
+    embeds: list[tuple[str, str]] = field(default_factory=list)
+    embeds_refused: dict[str, int] = field(default_factory=dict)
+    embeds_truncated: bool = False
 
 
 def media_type(content_type: str | None) -> tuple[str | None, str | None]:
@@ -242,8 +250,11 @@ def _document_base(tree: LexborHTMLParser, page_url: str) -> str:
     return page_url
 
 
-def _raw_links(tree: LexborHTMLParser, honour_nofollow: bool) -> Iterator[tuple[str, bool]]:
-    """(raw URL, marked rel=nofollow) of each link element, by kind of element."""
+def _raw_links(
+    tree: LexborHTMLParser, honour_nofollow: bool, embeds: EmbedBudget | None,
+) -> Iterator[tuple[str, bool]]:
+    """(raw URL, marked rel=nofollow) of each link element, by kind of element; a ``link``
+    element that names a requisite goes to embeds instead, when given."""
     for tag in ("a", "area"):
         for node in tree.tags(tag):
             attrs = node.attributes
@@ -262,6 +273,11 @@ def _raw_links(tree: LexborHTMLParser, honour_nofollow: bool) -> Iterator[tuple[
         attrs = node.attributes
         href = attrs.get("href")
         rels = _tokens(attrs.get("rel"))
+        if embeds is not None and href:
+            kind = link_embed_kind(rels)
+            if kind is not None:
+                embeds.add(href, kind)
+                continue
         if not href or not rels & PAGE_RELS or rels & RESOURCE_RELS:
             continue
         media = (attrs.get("type") or "").strip().lower()
@@ -277,8 +293,12 @@ def extract_links(
     *,
     max_links: int = 10_000,
     max_url_length: int = 2048,
+    embeds: EmbedBudget | None = None,
 ) -> ExtractResult:
-    """The links of a page fetched from base_url (a canonical URL); see the module policy."""
+    """The links of a page fetched from base_url (a canonical URL); see the module policy.
+
+    With ``embeds`` (a fresh budget per page), the page's requisites too, read in the
+    same walk of each slice's tree (``hive.fetch.requisites``)."""
     kind, charset = media_type(content_type)
     if kind is not None and kind not in HTML_TYPES:
         return ExtractResult(skipped="not_html")
@@ -306,7 +326,11 @@ def extract_links(
                         truncated = True
                         break
                     redirects[target] = None
-        found: Iterable[tuple[str, bool]] = () if truncated else _raw_links(tree, honour_nofollow)
+        if embeds is not None and len(embeds.found) < embeds.max_embeds:
+            raw_embeds(tree, embeds)
+        found: Iterable[tuple[str, bool]] = (
+            () if truncated else _raw_links(tree, honour_nofollow, embeds)
+        )
         for raw, is_marked in found:
             if raw in follow or (is_marked and raw in marked):
                 continue
@@ -343,7 +367,12 @@ def extract_links(
     dropped = len(marked.difference(candidates))
     if dropped:
         refused["nofollow"] = dropped
-    return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated)
+    if embeds is None:
+        return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated)
+    # Requisites are fetched whatever nofollow says: they are part of the page, not links.
+    resolved, embeds_refused = resolve(embeds, base, max_url_length, query_encoding)
+    return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated,
+                         resolved, embeds_refused, embeds.truncated)
 
 
 @functools.lru_cache(maxsize=16384)

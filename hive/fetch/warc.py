@@ -29,6 +29,8 @@ records, their rotation and their recovery after a crash. Policy:
   last complete response record, dropping a torn gzip member and a request
   whose response never arrived, and renamed to its final name; a file left
   with no response is deleted. Only the tail is read (see ``find_cut``).
+* **Index**: a file finished (closed, rotated or recovered) gets its CDXJ index
+  beside it (``hive.fetch.cdxj``), written after the writer's lock is let go.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from typing import Literal, NamedTuple
 from isal import isal_zlib
 
 from hive.config import GZIP_LEVELS, WarcConfig
+from hive.fetch import cdxj
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +262,16 @@ def recover(path: Path) -> Path | None:
     return final
 
 
+def index_beside(path: Path) -> None:
+    """Write the CDXJ index of a finished file beside it (``hive.fetch.cdxj``). It costs a
+    read of the file; a failure is logged, not raised: the records are safe, and
+    ``hive index`` rebuilds any index from the WARCs."""
+    try:
+        cdxj.write_beside(path)
+    except OSError as exc:
+        log.warning("warc: no index written for %s: %s", path.name, exc)
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -317,7 +330,9 @@ class WarcWriter:
                 continue
             highest = max(highest, int(match.group(1)))
             if entry.endswith(OPEN_SUFFIX):
-                recover(self.directory / entry)
+                recovered = recover(self.directory / entry)
+                if recovered is not None:
+                    index_beside(recovered)
         return highest + 1
 
     def write_exchange(
@@ -380,9 +395,10 @@ class WarcWriter:
             current.write(request + response)
             self._records += 2
             where = WarcLocation(current.final_name, offset, len(response))
-            if current.size >= self.max_file_bytes:
-                self._finish()
-            return where
+            finished = self._finish() if current.size >= self.max_file_bytes else None
+        if finished is not None:
+            index_beside(finished)
+        return where
 
     def _open(self) -> _FileState:
         started = self._now()
@@ -419,21 +435,25 @@ class WarcWriter:
         self._records += 1
         return state
 
-    def _finish(self) -> None:
+    def _finish(self) -> Path | None:
+        """Finish the current file; its final path, to be indexed outside the lock."""
         current = self._file
         if current is None:
-            return
+            return None
         self._file = None
         self._bytes += current.size
-        current.finish()
+        final = current.finish()
         _fsync_dir(self.directory)
+        return final
 
     def close(self) -> None:
         """Finish the current file (fsync, rename to ``*.warc.gz``).
 
         A later write opens a new file."""
         with self._lock:
-            self._finish()
+            finished = self._finish()
+        if finished is not None:
+            index_beside(finished)
 
     def stats(self) -> dict[str, int]:
         """Records written (warcinfo included), compressed bytes written, files opened."""
@@ -483,7 +503,9 @@ class _FileState:
         self._raw.close()
         self.path.unlink()
 
-    def finish(self) -> None:
+    def finish(self) -> Path:
         os.fsync(self._raw.fileno())
         self._raw.close()
-        self.path.rename(self.path.with_name(self.final_name))
+        final = self.path.with_name(self.final_name)
+        self.path.rename(final)
+        return final

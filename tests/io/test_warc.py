@@ -25,7 +25,7 @@ from warcio.checker import Checker
 from warcio.timeutils import iso_date_to_datetime
 
 from hive import config
-from hive.fetch import warc
+from hive.fetch import cdxj, warc
 from hive.fetch.warc import (
     WarcWriter,
     gzip_member,
@@ -216,8 +216,10 @@ def test_open_file_is_never_named_warc_gz(tmp_path: Path) -> None:
     assert open_file.name.endswith(".warc.gz.open")
     assert check(open_file)
     writer.close()
-    [closed] = list(tmp_path.iterdir())
+    [closed] = warc_files(tmp_path)
     assert closed.name == open_file.name.removesuffix(".open")
+    # A closed file gets its CDXJ index beside it (tests/io/test_cdxj.py checks its lines).
+    assert sorted(tmp_path.iterdir()) == sorted([closed, cdxj.index_path(closed)])
     writer.write_exchange(**exchange(2))
     writer.close()
     assert len(warc_files(tmp_path)) == 2
@@ -249,6 +251,7 @@ os.kill(os.getpid(), signal.SIGKILL)
         assert recovered.name == torn.name.removesuffix(".open")
         assert check(recovered)
         assert sum(b"WARC-Type: response" in m for m in members(recovered)) == 3
+        assert len(cdxj.index_path(recovered).read_text().splitlines()) == 3
         writer.write_exchange(**exchange(9))
     seqs = sorted(int(NAME_RE.match(p.name).group(1)) for p in warc_files(tmp_path))  # type: ignore[union-attr]
     assert seqs == [0, 1]

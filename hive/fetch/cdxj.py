@@ -1,0 +1,263 @@
+"""CDXJ indexes of WARC files: the sorted lines a replay tool (pywb) looks captures up by.
+
+This module owns the index format and how it is read out of a WARC. Policy:
+
+* **One line per capture**: a ``response``, ``revisit``, ``resource`` or ``metadata``
+  record, except a resource or metadata record of ``application/warc-fields`` (the
+  records webrecorder's ``cdxj-indexer`` indexes by default). A line is the SURT key
+  of the target URI, the 14-digit timestamp of ``WARC-Date`` (fraction dropped) and a
+  JSON object of ``url``, ``mime``, ``status``, ``digest``, ``length``, ``offset`` and
+  ``filename`` (a field with no value is left out), written exactly as
+  ``cdxj-indexer`` writes them, so that pywb finds a capture by the key it computes
+  itself. ``mime`` is the HTTP Content-Type (the record's for a resource or metadata
+  record; ``warc/revisit`` for a revisit) up to its first ``;`` or space; ``length``
+  and ``offset`` are the record's gzip member in the file. ``digest`` is the record's
+  ``WARC-Payload-Digest``, which hive writes on every response (a record without one
+  gets no digest; cdxj-indexer would compute it).
+* **SURT keys come from the ``surt`` package**, the implementation pywb and
+  cdxj-indexer call: its canonicalization (``www`` dropped, query sorted, session ids
+  stripped) is what a lookup repeats, so a reimplementation that differs in one case
+  would make a capture unfindable.
+* **Lines are sorted** as strings, as pywb's binary search needs and
+  ``cdxj-indexer --sort`` writes them; a merged index is merged from sorted indexes
+  one line at a time (:func:`merge`).
+* **Only whole records are indexed**: the file is read one gzip member (one record,
+  as hive writes them) at a time, and reading stops at the first torn or corrupt
+  member, so a file cut by a crash is indexed up to its last whole record and the
+  result says how many bytes were skipped. A member's inflated output is kept only
+  up to ``HEAD_BYTES`` (the WARC and HTTP heads): memory does not follow record size.
+  A record whose heads do not fit is indexed without status and mime.
+* **A crawl's index** (``hive index``) is built from its WARCs alone, those a crash
+  left ``.open`` included (under that name, which recovery later drops), so it
+  can be rebuilt at any time; the indexes beside the WARCs are not read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, cast
+
+import surt
+from isal import isal_zlib
+
+__all__ = [
+    "HEAD_BYTES", "FileIndex", "build_index", "crawl_warcs", "index_file", "index_path",
+    "merge", "url_key", "write_beside",
+]
+
+HEAD_BYTES = 1 << 16
+SUFFIX = ".cdxj"
+WARC_SUFFIX = ".warc.gz"
+# Sorted runs one merge reads at once: one open file each, well under the usual limit of 1024.
+MERGE_FAN_IN = 128
+_PIECE = 1 << 16
+_INDEXED = frozenset({"response", "revisit", "resource", "metadata"})
+_MIME_END = re.compile(r"[;\s]")
+_HEAD_END = b"\r\n\r\n"
+# isal's stubs declare its error as an instance, not a class.
+_INFLATE_ERROR = cast(type[Exception], isal_zlib.error)
+
+
+@dataclass(slots=True)
+class FileIndex:
+    """The index lines of one WARC file, sorted, and what could not be read.
+
+    ``skipped_bytes``: bytes past ``whole_bytes`` (the end of the last whole record)
+    that are not a whole gzip member: a torn or corrupt tail."""
+
+    filename: str
+    lines: list[str] = field(default_factory=list)
+    records: int = 0
+    whole_bytes: int = 0
+    skipped_bytes: int = 0
+
+
+def _members(f: IO[bytes]) -> Iterator[tuple[int, int, bytes]]:
+    """(offset, length, first inflated bytes up to HEAD_BYTES) of each whole gzip member
+    of f from its start, stopping at the first torn or corrupt one."""
+    offset = fed = 0  # fed: bytes read from the member's start on
+    pending = b""
+    while True:
+        inflater = isal_zlib.decompressobj(31)
+        head = b""
+        while not inflater.eof:
+            if not pending:
+                pending = f.read(_PIECE)
+                if not pending:
+                    return
+                fed += len(pending)
+            try:
+                # max_length bounds what one call returns, whatever the compression ratio.
+                out = inflater.decompress(pending, _PIECE)
+            except _INFLATE_ERROR:
+                return
+            pending = inflater.unconsumed_tail
+            if len(head) < HEAD_BYTES:
+                head += out[: HEAD_BYTES - len(head)]
+        pending = inflater.unused_data
+        length = fed - len(pending)
+        yield offset, length, head
+        offset += length
+        fed = len(pending)
+
+
+def _fields(head: bytes) -> dict[str, str]:
+    """The ``Name: value`` lines of a message head (first line excluded), names
+    lowercased, the first occurrence of a name kept."""
+    text = head.decode("utf-8", "replace") if not head.isascii() else head.decode("ascii")
+    found: dict[str, str] = {}
+    for line in text.split("\r\n")[1:]:
+        name, colon, value = line.partition(":")
+        if colon:
+            found.setdefault(name.strip().lower(), value.strip())
+    return found
+
+
+def _timestamp(warc_date: str) -> str:
+    """The 14 digits of a WARC-Date (``2024-05-01T12:00:00.25Z`` -> ``20240501120000``)."""
+    digits = "".join(c for c in warc_date.partition(".")[0] if c.isdigit())
+    return digits[:14].ljust(14, "0")
+
+
+def url_key(url: str) -> str:
+    """The SURT key of url, as pywb computes it; the URL itself if surt refuses it."""
+    try:
+        return str(surt.surt(url))
+    except Exception:  # noqa: BLE001 - surt raises anything on odd URLs; cdxj-indexer does this
+        return url
+
+
+def _line(offset: int, length: int, head: bytes, filename: str) -> str | None:
+    """The index line of one record from its inflated start; None if not indexed."""
+    warc_end = head.find(_HEAD_END)
+    if not head.startswith(b"WARC/") or warc_end < 0:
+        return None
+    warc = _fields(head[:warc_end])
+    kind = warc.get("warc-type", "")
+    record_type = warc.get("content-type")
+    if kind not in _INDEXED or (
+        kind in ("resource", "metadata") and record_type == "application/warc-fields"
+    ):
+        return None
+    url = warc.get("warc-target-uri", "")
+    entry: dict[str, str] = {"url": url}
+    mime: str | None = record_type
+    status: str | None = None
+    if kind in ("response", "revisit"):
+        mime = None
+        block = head[warc_end + 4 :]
+        http_end = block.find(_HEAD_END)
+        if block.startswith(b"HTTP/") and http_end >= 0:
+            status_line, _, rest = block[:http_end].partition(b"\r\n")
+            words = status_line.decode("latin-1").split(" ", 2)
+            status = words[1] if len(words) > 1 else None
+            mime = _fields(b"\r\n" + rest).get("content-type")
+        if kind == "revisit":
+            mime = "warc/revisit"
+    if mime is not None:
+        entry["mime"] = _MIME_END.split(mime, 1)[0].strip()
+    if status is not None:
+        entry["status"] = status
+    digest = warc.get("warc-payload-digest")
+    if digest is not None:
+        entry["digest"] = digest
+    entry["length"] = str(length)
+    entry["offset"] = str(offset)
+    entry["filename"] = filename
+    return f"{url_key(url)} {_timestamp(warc.get('warc-date', ''))} {json.dumps(entry)}\n"
+
+
+def index_file(path: Path, filename: str | None = None) -> FileIndex:
+    """The sorted index lines of the WARC at path, named ``filename`` (default: its name)."""
+    result = FileIndex(filename or path.name)
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        for offset, length, head in _members(f):
+            result.whole_bytes = offset + length
+            line = _line(offset, length, head, result.filename)
+            if line is not None:
+                result.lines.append(line)
+                result.records += 1
+    result.skipped_bytes = size - result.whole_bytes
+    result.lines.sort()
+    return result
+
+
+def index_path(warc_path: Path) -> Path:
+    """Where the index of a finished WARC goes: beside it, ``.warc.gz`` -> ``.cdxj``."""
+    return warc_path.with_name(warc_path.name.removesuffix(".gz").removesuffix(".warc") + SUFFIX)
+
+
+def write_beside(warc_path: Path) -> FileIndex:
+    """Index a finished WARC into :func:`index_path` (written whole, then renamed)."""
+    index = index_file(warc_path)
+    final = index_path(warc_path)
+    partial = final.with_name(final.name + ".part")
+    with partial.open("w", encoding="utf-8") as out:
+        out.writelines(index.lines)
+        out.flush()
+        os.fsync(out.fileno())
+    partial.replace(final)
+    return index
+
+
+def merge(indexes: Iterable[Iterable[str]], out: IO[str]) -> int:
+    """Write the merge of sorted index line streams to out; returns the lines written."""
+    count = 0
+    for line in heapq.merge(*indexes):
+        out.write(line)
+        count += 1
+    return count
+
+
+def crawl_warcs(warc_dir: Path) -> list[Path]:
+    """A crawl's WARC files, finished (``*.warc.gz``) and left open by a crash (``.open``)."""
+    found = [*warc_dir.glob("*" + WARC_SUFFIX), *warc_dir.glob(f"*{WARC_SUFFIX}.open")]
+    return sorted(path for path in found if path.is_file())
+
+
+def build_index(warcs: Sequence[Path], out_path: Path) -> tuple[list[FileIndex], int]:
+    """Index each WARC and write one sorted index of them all to out_path (written whole,
+    then renamed). Each file's lines wait in a temporary file beside out_path, and the
+    merge reads at most ``MERGE_FAN_IN`` of them at a time, so memory follows the largest
+    WARC, not the crawl. Returns each file's index (lines dropped) and the lines written."""
+    partial = out_path.with_name(out_path.name + ".part")
+    with tempfile.TemporaryDirectory(prefix=".hive-index-", dir=out_path.parent) as scratch:
+        runs: list[Path] = []
+        results = []
+        for warc in warcs:
+            index = index_file(warc)
+            run = Path(scratch) / f"{len(runs):06d}"
+            run.write_text("".join(index.lines), encoding="utf-8")
+            runs.append(run)
+            index.lines = []
+            results.append(index)
+        while len(runs) > MERGE_FAN_IN:
+            group, runs = runs[:MERGE_FAN_IN], runs[MERGE_FAN_IN:]
+            merged = Path(scratch) / f"m{len(runs):06d}-{group[0].name}"
+            _merge_files(group, merged)
+            runs.append(merged)
+        count = _merge_files(runs, partial)
+    partial.replace(out_path)
+    return results, count
+
+
+def _merge_files(runs: Sequence[Path], out_path: Path) -> int:
+    with contextlib.ExitStack() as stack:
+        sources = [stack.enter_context(run.open(encoding="utf-8")) for run in runs]
+        with out_path.open("w", encoding="utf-8") as out:
+            count = merge(sources, out)
+            out.flush()
+            os.fsync(out.fileno())
+    for run in runs:
+        if run != out_path:
+            run.unlink(missing_ok=True)
+    return count

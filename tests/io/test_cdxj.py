@@ -1,0 +1,144 @@
+"""CDXJ indexes agree line for line with webrecorder's cdxj-indexer, on whole and torn WARCs,
+beside each WARC the writer finishes and merged by ``hive index``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cdxj_indexer.main import write_cdx_index
+from click.testing import CliRunner
+
+import cli
+from hive.fetch import cdxj
+from hive.fetch.warc import WarcWriter, gzip_member, sha1_digest, warc_record
+from tests.io.test_warc import EXCHANGES, clock, exchange, warc_files
+
+
+def reference(*inputs: Path, tmp: Path) -> str:
+    """What ``cdxj-indexer --sort`` writes for the files."""
+    out = tmp / "reference.cdxj"
+    write_cdx_index(str(out), [str(path) for path in inputs], {"sort": True})
+    return out.read_text()
+
+
+def write_crawl(directory: Path, max_file_bytes: int = 10**9) -> list[Path]:
+    with WarcWriter(directory, "hive-07", max_file_bytes, 1, "hive/test", now=clock) as writer:
+        for args in EXCHANGES:
+            writer.write_exchange(**args)
+        writer.write_exchange(**exchange(
+            6, url="http://www.b.test:8080/x/?z=1&a=%7e&JSESSIONID=0123456789abcdef",
+            status_line="HTTP/1.1 301", response_headers=[("content-TYPE", " Text/Plain ;x")],
+            body=b"",
+        ))
+    return warc_files(directory)
+
+
+def test_the_index_beside_each_file_is_cdxj_indexers(tmp_path: Path) -> None:
+    warcs = write_crawl(tmp_path / "warc", max_file_bytes=1500)
+    assert len(warcs) > 2
+    for path in warcs:
+        beside = cdxj.index_path(path)
+        assert beside.name == path.name.removesuffix(".warc.gz") + ".cdxj"
+        assert beside.read_text() == reference(path, tmp=tmp_path)
+    merged = "".join(cdxj.index_path(path).read_text() for path in warcs)
+    assert len(merged.splitlines()) == len(EXCHANGES) + 1
+
+
+def test_an_unusual_response_is_keyed_and_described_as_cdxj_indexer_does(tmp_path: Path) -> None:
+    [path] = write_crawl(tmp_path)
+    lines = cdxj.index_file(path).lines
+    [odd] = [line for line in lines if "b.test" in line]
+    # surt: www dropped, lowercased, trailing slash dropped, %7e unescaped, query sorted.
+    assert odd.startswith("test,b:8080)/x?a=~&jsessionid=0123456789abcdef&z=1 ")
+    assert '"mime": "Text/Plain", "status": "301"' in odd
+    assert "".join(lines) == reference(path, tmp=tmp_path)
+
+
+def test_a_huge_record_is_indexed_by_its_head(tmp_path: Path) -> None:
+    body = b"\0" * (64 << 20)
+    with WarcWriter(tmp_path, "hive-07", 10**9, 1, "hive/test", now=clock) as writer:
+        writer.write_exchange(**exchange(0, body=body))
+        writer.write_exchange(**exchange(1))
+    [path] = warc_files(tmp_path)
+    index = cdxj.index_file(path)
+    assert index.records == 2 and index.skipped_bytes == 0
+    assert "".join(index.lines) == reference(path, tmp=tmp_path)
+
+
+def test_records_that_are_not_captures_get_no_line(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.warc.gz"
+    records = [
+        (("WARC-Type", "metadata"), ("Content-Type", "application/warc-fields")),
+        (("WARC-Type", "resource"), ("Content-Type", "text/plain; charset=utf-8")),
+        (("WARC-Type", "request"), ("Content-Type", "application/http; msgtype=request")),
+    ]
+    data = b""
+    for kind, content_type in records:
+        fields = [kind, ("WARC-Record-ID", "<urn:uuid:0>"), ("WARC-Date", "2024-06-01T12:00:00Z"),
+                  ("WARC-Target-URI", "http://a.test/r"), content_type,
+                  # With no digest cdxj-indexer computes one, and leaks a temporary file.
+                  ("WARC-Payload-Digest", sha1_digest(b"a: b\r\n"))]
+        data += gzip_member(warc_record(fields, b"a: b\r\n"), 1)
+    path.write_bytes(data)
+    lines = cdxj.index_file(path).lines
+    assert len(lines) == 1 and '"mime": "text/plain"' in lines[0]
+    assert "".join(lines) == reference(path, tmp=tmp_path)
+
+
+@pytest.mark.parametrize("tail", ["cut", "garbage"])
+def test_a_torn_file_is_indexed_up_to_its_last_whole_record(tmp_path: Path, tail: str) -> None:
+    [whole] = write_crawl(tmp_path / "whole")
+    data = whole.read_bytes()
+    last = cdxj.index_file(whole)
+    offsets = sorted(int(line.split('"offset": "')[1].split('"')[0]) for line in last.lines)
+    torn = tmp_path / whole.name
+    torn.write_bytes(data[:-7] if tail == "cut" else data + b"not a gzip member" * 50)
+    index = cdxj.index_file(torn)
+    if tail == "cut":
+        # The last response is torn: reading stops where it starts.
+        assert index.whole_bytes == offsets[-1]
+        assert index.skipped_bytes == len(data) - 7 - offsets[-1]
+        prefix = tmp_path / "prefix" / whole.name
+        prefix.parent.mkdir()
+        prefix.write_bytes(data[: index.whole_bytes])
+        assert "".join(index.lines) == reference(prefix, tmp=tmp_path)
+        assert index.records == len(last.lines) - 1
+    else:
+        assert index.whole_bytes == len(data) and index.skipped_bytes > 0
+        assert index.lines == last.lines
+
+
+def test_hive_index_merges_every_warc_and_names_what_it_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cdxj, "MERGE_FAN_IN", 2)  # a merge of merges, with few files
+    warc_dir = tmp_path / "data" / "warc"
+    warcs = write_crawl(warc_dir, max_file_bytes=1500)
+    assert len(warcs) >= 4
+    # A crash left the last file open and torn.
+    open_file = warcs[-1].with_name(warcs[-1].name + ".open")
+    open_file.write_bytes(warcs[-1].read_bytes()[:-5])
+    warcs[-1].unlink()
+    whole = cdxj.index_file(open_file).whole_bytes
+    result = CliRunner().invoke(cli.main, ["index", "--data", str(tmp_path / "data")])
+    assert result.exit_code == 0, result.output
+    index = (tmp_path / "data" / "index.cdxj").read_text()
+    expected = reference(*warcs[:-1], tmp=tmp_path) + "".join(cdxj.index_file(open_file).lines)
+    assert index == "".join(sorted(expected.splitlines(keepends=True)))
+    lines = len(index.splitlines())
+    assert f"indexed {lines} records from {len(warcs)} WARC files" in result.output
+    assert f"{open_file.name}: skipped {open_file.stat().st_size - whole} bytes" in result.output
+    assert "still open" in result.output
+    assert not list(tmp_path.glob("data/.hive-index-*"))
+
+    out = tmp_path / "elsewhere.cdxj"
+    result = CliRunner().invoke(cli.main, ["index", "--data", str(tmp_path / "data"),
+                                           "--out", str(out)])
+    assert result.exit_code == 0 and out.read_text() == index
+
+
+def test_hive_index_without_warcs_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli.main, ["index", "--data", str(tmp_path)])
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'warc'}: no such directory" in result.output
