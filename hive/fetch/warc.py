@@ -53,7 +53,6 @@ from typing import Literal, NamedTuple
 from isal import isal_zlib
 
 from hive.config import GZIP_LEVELS, WarcConfig
-from hive.fetch import cdxj
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +264,11 @@ def recover(path: Path) -> Path | None:
 def index_beside(path: Path) -> None:
     """Write the CDXJ index of a finished file beside it (``hive.fetch.cdxj``). It costs a
     read of the file; a failure is logged, not raised: the records are safe, and
-    ``hive index`` rebuilds any index from the WARCs."""
+    ``hive index`` rebuilds any index from the WARCs. Imported at the first close: the
+    SURT library brings tldextract and requests (about 0.25 CPU-s), which a worker that
+    closes no file never pays."""
+    from hive.fetch import cdxj
+
     try:
         cdxj.write_beside(path)
     except OSError as exc:
