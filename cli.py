@@ -20,8 +20,9 @@ from hive import __version__
 from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
-from hive.procs.lifecycle import ExitCode, describe, read_state
+from hive.procs.lifecycle import ExitCode, describe
 from hive.procs.statustext import stopping_note, waiting_note
+from hive.storage.datadir import DataDir
 
 if TYPE_CHECKING:
     from hive.procs.control import ControlClient
@@ -140,7 +141,7 @@ def _screen_seeds(cfg: Config, source: str | None, data_dir: Path) -> list[str]:
 
 def _has_crawl(data_dir: Path) -> bool:
     try:
-        return (data_dir / "hive.json").is_file()
+        return DataDir(data_dir).state_file.is_file()
     except OSError:
         return False
 
@@ -203,7 +204,7 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
     from hive.procs.supervisor import Supervisor
 
     try:
-        setup_logging(cfg.log.level, data_dir / "logs", "supervisor")
+        setup_logging(cfg.log.level, DataDir(data_dir).logs, "supervisor")
     except OSError as exc:
         raise click.ClickException(f"--data {data_dir}: {describe(exc)}") from exc
     supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages,
@@ -286,7 +287,7 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
 def _detach(data_dir: Path) -> None:
     """Start this command again in the background; return once it is up, or say why not."""
     args = [a for a in sys.argv[1:] if a != "--detach"]
-    out_path = data_dir / "logs" / "hive.out"
+    out_path = DataDir(data_dir).logs / "hive.out"
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with out_path.open("ab") as out:
         offset = out.tell()
@@ -295,7 +296,7 @@ def _detach(data_dir: Path) -> None:
                                    start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        state = read_state(data_dir)
+        state = DataDir(data_dir).read_state()
         if state and state.get("pid") == process.pid:
             click.echo(f"hive running in the background, pid {process.pid}; data in {data_dir}")
             return
@@ -321,7 +322,7 @@ def _client(data_dir: Path, timeout: float = 5.0) -> ControlClient:
     from hive.procs.endpoints import Endpoints
 
     try:
-        state = read_state(data_dir)
+        state = DataDir(data_dir).read_state()
     except HiveError as exc:
         raise click.ClickException(str(exc)) from exc
     pid = state.get("pid") if state else None
@@ -396,13 +397,13 @@ def stop(data_dir: Path, now: bool) -> None:
             client.call("stop", now=now)
         except ControlError as exc:
             raise click.ClickException(str(exc)) from exc
-        state = read_state(data_dir) or {}
+        state = DataDir(data_dir).read_state() or {}
         endpoints = Endpoints.from_dict(state["endpoints"])
     said, look = "", 0.0
     deadline = time.monotonic() + 120
     with ControlClient(endpoints.control, 1.0, curve_dir=endpoints.keys) as client:
         while time.monotonic() < deadline:
-            pid = (read_state(data_dir) or {}).get("pid")
+            pid = (DataDir(data_dir).read_state() or {}).get("pid")
             if not isinstance(pid, int) or not _alive(pid):
                 click.echo(f"hive on {data_dir} stopped")
                 return
@@ -544,12 +545,12 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     from hive.storage.verify import verify_data_dir
 
     try:
-        state = read_state(data_dir)
+        state = DataDir(data_dir).read_state()
         ring = Ring.from_params(state["ring"]) if state is not None else None
     except HiveError as exc:
         raise click.ClickException(str(exc)) from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise click.ClickException(f"{data_dir / 'hive.json'} is damaged: {exc}") from exc
+        raise click.ClickException(f"{DataDir(data_dir).state_file} is damaged: {exc}") from exc
     if state is None or ring is None:
         raise click.ClickException(f"{data_dir} holds no hive (no hive.json)")
     pid = state.get("pid")
@@ -657,13 +658,14 @@ def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
         requests = server.requests
     gaps = dict.fromkeys(web.names, delay)
     gaps.update(web.crawl_delay)
-    timed = as_received(requests, received(data_dir / "logs"))
+    timed = as_received(requests, received(DataDir(data_dir).logs))
     violations = politeness_violations(timed, gaps, tolerance=0.01)
     fetched = supervisor.totals()["frontier/done/ok"]
     click.echo(f"fetched {fetched:.0f} pages in {elapsed:.1f}s ({fetched / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")
     if kept:
-        click.echo(f"WARC files: {data_dir / 'warc'}; crawl log: {data_dir / 'logs'}")
+        dd = DataDir(data_dir)
+        click.echo(f"WARC files: {dd.warc}; crawl log: {dd.logs}")
     return supervisor.exit_code
 
 

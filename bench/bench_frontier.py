@@ -38,7 +38,7 @@ import lmdb
 from hive import config
 from hive.core.frontier import Frontier, Outcome
 from hive.core.record import UrlRecord
-from hive.storage.store import DB_NAMES
+from hive.storage.schema import DB_NAMES
 
 OK = Outcome("ok", 200)
 DOWNLOAD = 0.005  # virtual seconds per page; the default delay policy applies

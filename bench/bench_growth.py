@@ -76,8 +76,8 @@ from hive.config import Config
 from hive.core.frontier import Frontier
 from hive.core.record import UrlRecord
 from hive.fetch.dns import DnsFailure
-from hive.procs.lifecycle import worker_dir
 from hive.procs.worker import Worker
+from hive.storage.datadir import DataDir
 from hive.testweb import Web, WebProcess
 
 ADDRESS = "127.0.0.2"
@@ -156,7 +156,7 @@ def worker_config(site: Site) -> Config:
 
 def fill(size: int, site: Site, data: Path, batch: int, out: Connection) -> None:
     """Fill ``data``'s worker store through the Frontier API; send the rate and RssAnon."""
-    frontier = Frontier.from_config(worker_dir(data, 0), worker_config(site), now=time.time())
+    frontier = Frontier.from_config(DataDir(data).worker(0), worker_config(site), now=time.time())
     seconds = 0.0
     for records in batches(size, site, batch):
         start = time.perf_counter()
@@ -173,7 +173,7 @@ def fill(size: int, site: Site, data: Path, batch: int, out: Connection) -> None
 def crawl(site: Site, data: Path, pages: int, seconds: float, out: Connection) -> None:
     """Open ``data`` as a worker, crawl ``pages`` pages (at most ``seconds``) and drain;
     send what was measured."""
-    directory = worker_dir(data, 0)
+    directory = DataDir(data).worker(0)
     worker = Worker(
         worker_config(site), directory, warc_dir=data / "warc", log_dir=data / "logs",
         resolver=no_dns,

@@ -71,9 +71,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -84,16 +82,17 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import psutil
 from bench_crawl import write_config
 
 from hive.core.urls import fingerprint, host_hash, host_key
 from hive.core.wire import decode_records
-from hive.errors import ControlError
+from hive.errors import ControlError, HiveError
 from hive.procs.control import ControlClient
 from hive.procs.endpoints import Endpoints
-from hive.storage.store import DB_NAMES, PENDING, url_key
+from hive.storage.datadir import DataDir
+from hive.storage.modes import read_only
+from hive.storage.schema import PENDING, url_key
 from hive.testweb import (
     Request,
     Web,
@@ -109,7 +108,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.2"
 SUPERVISOR = "supervisor"
 TRACKER = "resource tracker"
-WORKER_DIR = re.compile(r"worker-\d+")
 GRACE = 150.0
 TOLERANCE = 0.01
 GROWTH_MB = 5.0
@@ -179,8 +177,10 @@ class Sampler:
         """pid -> role, from this hive's hive.json (its supervisor is the root)."""
         names = {self.root.pid: SUPERVISOR}
         try:
-            state: dict[str, Any] = json.loads((self.data / "hive.json").read_text())
-        except (OSError, json.JSONDecodeError):
+            state = DataDir(self.data).read_state()
+        except HiveError:
+            return names
+        if state is None:
             return names
         if state.get("pid") != self.root.pid:
             return names
@@ -378,21 +378,17 @@ def held(data: Path) -> tuple[set[bytes], int]:
     are pending in the ``urls`` databases."""
     keys: set[bytes] = set()
     in_stores = 0
-    for store in data.glob("*"):
-        if not (WORKER_DIR.fullmatch(store.name) or store.name == SUPERVISOR):
+    dd = DataDir(data)
+    for store in [*(d for _, d in dd.workers()), dd.supervisor]:
+        if not store.is_dir():
             continue
-        env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2,
-                        readahead=False)
-        try:
-            with env.begin() as txn:
-                for key, state in txn.cursor(env.open_db(b"urls", txn=txn, create=False)):
-                    if state == PENDING:
-                        keys.add(bytes(key))
-                        in_stores += 1
-                for _, frame in txn.cursor(env.open_db(b"outbox", txn=txn, create=False)):
-                    keys.update(key_of(r.url) for r in decode_records(bytes(frame)))
-        finally:
-            env.close()
+        with read_only(store) as txn:
+            for key, state in txn.items("urls"):
+                if state == PENDING:
+                    keys.add(key)
+                    in_stores += 1
+            for _, frame in txn.items("outbox"):
+                keys.update(key_of(r.url) for r in decode_records(frame))
     return keys, in_stores
 
 
@@ -422,7 +418,7 @@ def report_crawl(web: Web, server: WebProcess, requests: list[Request], data: Pa
     lost = sorted(u for u in unfetched if key_of(u) not in pending)
     twice = sum(n - 1 for n in duplicates(requests).values())
     gaps = dict.fromkeys(web.names, delay)
-    violations = politeness_violations(as_received(requests, received(data / "logs")), gaps,
+    violations = politeness_violations(as_received(requests, received(DataDir(data).logs)), gaps,
                                        tolerance=TOLERANCE)
     by_server = politeness_violations(requests, gaps, tolerance=TOLERANCE)
     span = max(r.end for r in pages) - min(r.start for r in pages) if pages else 0.0
@@ -474,7 +470,7 @@ def main() -> int:
         lines, verdict = judge(mine, warmup)
         verdicts.append(verdict)
         print("\n".join(lines))
-    log = work / "data" / "logs" / "supervisor.log"
+    log = DataDir(work / "data").log_file("supervisor")
     died = [line.strip() for line in log.read_text(errors="replace").splitlines()
             if " died (exit code " in line] if log.exists() else []
     for r in sampler.restarts:

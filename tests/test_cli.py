@@ -23,9 +23,9 @@ from hive import __version__, config
 from hive.core.frontier import Frontier
 from hive.core.ring import Ring
 from hive.procs import statustext
-from hive.procs.endpoints import run_dir_for
 from hive.procs.lifecycle import ExitCode
 from hive.procs.supervisor import Supervisor
+from hive.storage.datadir import DataDir
 from hive.testweb import WebProcess
 from tests.conftest import WEB_ADDRESS, tmpfs
 from tests.frontier.conftest import rec, small_config
@@ -115,7 +115,7 @@ def test_a_child_that_cannot_start_stops_the_hive_with_its_message(
     lock = data / "worker-01" / "lock"
     assert (f"hive stopped: worker 1 could not start: Is a directory: {lock};"
             in result.stdout), result.stdout
-    assert not run_dir_for(data).exists()
+    assert not DataDir(data).socket_dir().exists()
 
 
 def test_seeds_file_that_cannot_be_read(tmp_path: Path) -> None:
@@ -227,7 +227,7 @@ def test_a_start_runs_to_max_pages_and_cleans_up(tmp_path: Path, web_server: Web
     assert f"refused seed '{seeds} line {len(web_server.seeds()) + 1}': not UTF-8" in result.stderr
     assert "Traceback" not in result.stderr and "\r" not in result.stderr
     assert result.stdout.startswith("hive stopped: --max-pages 3 reached;"), result.stdout
-    assert not run_dir_for(data).exists()
+    assert not DataDir(data).socket_dir().exists()
 
 
 @pytest.mark.slow
@@ -275,7 +275,7 @@ def test_a_start_that_fails_in_the_supervisor_leaves_nothing_behind(
                       "--resolve", "*.web.test=127.0.0.2", "--allow-private", timeout=30)
         assert result.returncode == ExitCode.ERROR, result.stdout + result.stderr
         assert one_line(result.stderr) == f"Error: File exists: {data / 'supervisor'}"
-        assert not run_dir_for(data).exists()
+        assert not DataDir(data).socket_dir().exists()
 
 
 # -- verify ----------------------------------------------------------------------------

@@ -34,8 +34,9 @@ from hive.core.urls import fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.procs.lifecycle import ExitCode
 from hive.procs.outbox import Outbox
-from hive.procs.resize import Move, batches, record_ring, resize, worker_ids
-from hive.storage.store import DB_NAMES, url_key
+from hive.procs.resize import Move, batches, resize
+from hive.storage.datadir import DataDir
+from hive.storage.schema import DB_NAMES, url_key
 from hive.storage.verify import verify_data_dir
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
@@ -120,7 +121,7 @@ def build(data: Path, procs: int) -> None:
         outbox.put([rec(f"http://link{i}-{j}.test/") for j in range(3)], 0.0)
         f.commit(now)
         f.store.abandon()
-    record_ring(data, owners)
+    DataDir(data).update_state(ring=owners.params, procs=owners.procs)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +170,7 @@ def read(path: Path) -> dict[str, list[tuple[bytes, bytes]]]:
 
 def snapshot(data: Path) -> Snapshot:
     snap = Snapshot()
-    for i in worker_ids(data):
+    for i, _ in DataDir(data).workers():
         dbs = read(data / f"worker-{i:02d}")
         for key, state in dbs["urls"]:
             assert snap.urls.setdefault(key, state) == state

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from hive.procs.endpoints import run_dir_for
 from hive.procs.lifecycle import ExitCode
+from hive.storage.datadir import DataDir
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import ROOT, Hive
@@ -141,7 +141,7 @@ def test_the_first_ctrl_c_mid_crawl_is_a_warm_stop(tmp_path: Path, slow_web: Web
     assert line.startswith("hive stopped: stopped by SIGINT;"), line
     assert open_warcs(hive.data) == []
     assert list(hive.data.glob("warc/**/*.warc.gz")), "no WARC file was written"
-    assert not run_dir_for(hive.data).exists()
+    assert not DataDir(hive.data).socket_dir().exists()
     # The workers stopped warmly, on the supervisor's word: each logged its close.
     for i in range(2):
         log = (hive.data / "logs" / f"worker-{i:02d}.log").read_text()
@@ -164,7 +164,7 @@ def test_a_ctrl_c_during_start_up_prints_only_the_summary(
     assert code == ExitCode.STOPPED, out
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("hive stopped: stopped by SIGINT;"), out
-    assert not run_dir_for(hive.data).exists()
+    assert not DataDir(hive.data).socket_dir().exists()
     assert open_warcs(hive.data) == []
 
 
@@ -186,4 +186,4 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path: Path, slow_web: WebProcess) -> 
     assert summary(out).startswith("hive stopped: stopped by SIGINT;")
     log = (hive.data / "logs" / "supervisor.log").read_text()
     assert "second signal (SIGINT), stopping at once" in log, log[-2000:]
-    assert not run_dir_for(hive.data).exists()
+    assert not DataDir(hive.data).socket_dir().exists()

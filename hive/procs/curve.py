@@ -64,13 +64,11 @@ __all__ = [
     "KeyFiles",
     "KeysError",
     "ensure_keys",
-    "key_dir",
     "make_keys",
 ]
 
 log = logging.getLogger(__name__)
 
-KEYS_SUBDIR = "keys"
 SERVER_NAME = "server"
 CLIENT_NAME = "client"
 CLIENTS_SUBDIR = "clients"
@@ -103,11 +101,6 @@ class KeyFiles:
             client_secret=directory / f"{CLIENT_NAME}.key_secret",
             clients_dir=directory / CLIENTS_SUBDIR,
         )
-
-
-def key_dir(data_dir: Path) -> Path:
-    """The absolute key directory of the hive in ``data_dir`` (children and the CLI get it)."""
-    return data_dir.resolve() / KEYS_SUBDIR
 
 
 def make_keys(directory: Path) -> KeyFiles:

@@ -14,7 +14,8 @@ Policy:
   that, so sockets live in ``/tmp/hive-<uid>-<16 hex>``, the hex being mmh3
   of the resolved data directory: one data directory, one run directory, how
   ever it is spelled; two data directories, two run directories (a 64-bit hash,
-  so collisions are not a practical concern). :class:`Endpoints` refuses a run
+  so collisions are not a practical concern; ``DataDir.socket_dir`` in
+  hive/storage/datadir.py derives it). :class:`Endpoints` refuses a run
   directory whose longest address would not fit, rather than let a bind fail
   later with a less helpful error.
 - **Private run directories.** ``/tmp`` is shared, so :func:`make_run_dir`
@@ -48,7 +49,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import mmh3
 import zmq
 
 from hive.core.ring import MAX_PROCS
@@ -60,7 +60,6 @@ SEND_HWM = 1000
 # Above wire's largest frame: a batch frame at the wire limit still passes.
 FRAME_SLACK = 64 * 1024
 SUN_PATH_MAX = 107
-RUN_BASE = Path("/tmp")
 LOOPBACK = "127.0.0.1"
 MAX_PORT = 65535
 _PORTS_BEFORE_WORKERS = 3
@@ -69,12 +68,6 @@ _LONGEST_NAME = f"worker-{MAX_PROCS - 1}.in"
 
 class RunDirError(HiveError):
     """The run directory is unsafe to use (a symlink, not a directory, someone else's)."""
-
-
-def run_dir_for(data_dir: Path, base: Path = RUN_BASE) -> Path:
-    """The run directory for ``data_dir``: short, per user, the same for every spelling."""
-    digest: int = mmh3.hash64(os.fsencode(data_dir.resolve()), signed=False)[0]
-    return base / f"hive-{os.getuid()}-{digest:016x}"
 
 
 def make_run_dir(path: Path) -> Path:

@@ -35,7 +35,6 @@ import ctypes
 import errno
 import faulthandler
 import fcntl
-import json
 import logging
 import os
 import resource
@@ -47,7 +46,7 @@ from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Protocol
 
 from hive.errors import HiveError, StoreError
 from hive.logs import RepeatFilter
@@ -318,38 +317,9 @@ def describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def failure_file(data_dir: Path, log_name: str) -> Path:
-    """Where a child that cannot start leaves its message (next to its log)."""
-    return data_dir / "logs" / f"{log_name.removesuffix('.log')}.failed"
-
-
 def read_failure(path: Path) -> str:
     """A child's start failure message; empty if it left none."""
     try:
         return path.read_text(errors="replace")[:FAILURE_CHARS].strip()
     except OSError:
         return ""
-
-
-def worker_dir(data_dir: Path, worker_id: int) -> Path:
-    """Worker ``worker_id``'s directory in ``data_dir``: its LMDB store, WARC files and logs."""
-    return data_dir / f"worker-{worker_id:02d}"
-
-
-def read_state(data_dir: Path) -> dict[str, Any] | None:
-    """The running (or last) hive's ``hive.json`` in ``data_dir``; None if there is none.
-
-    A file that cannot be read or is not a JSON object is a HiveError naming it."""
-    path = data_dir / "hive.json"
-    try:
-        state = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise HiveError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise HiveError(f"{path} is damaged (not JSON: {exc}); move it away to start afresh "
-                        "from the stores") from exc
-    if not isinstance(state, dict):
-        raise HiveError(f"{path} is damaged (not a JSON object)")
-    return state

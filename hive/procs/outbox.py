@@ -40,7 +40,9 @@ from pathlib import Path
 from hive.core.record import UrlRecord
 from hive.core.wire import MAX_RECORDS, WireError, concat_records, decode_records, encode_records
 from hive.procs.lifecycle import Lock
-from hive.storage.store import U64, Store
+from hive.storage.datadir import DataDir
+from hive.storage.schema import META_OUTBOX_SEQ, U64
+from hive.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ class Outbox:
         cursor = store.cursor("outbox")
         for key in cursor.iternext(values=False):
             self.pending[U64.unpack(key)[0]] = _Pending(checked=False)
-        last = store.get("meta", b"outbox_seq")
+        last = store.get("meta", META_OUTBOX_SEQ)
         self._seq = U64.unpack(last)[0] if last else max(self.pending, default=0)
 
     def __len__(self) -> int:
@@ -116,7 +118,7 @@ class Outbox:
         else:
             self._seq += 1
             batch = self._open = _Open(self._seq, now + self.window, data, records)
-            self.store.put("meta", b"outbox_seq", U64.pack(self._seq))
+            self.store.put("meta", META_OUTBOX_SEQ, U64.pack(self._seq))
             self.pending[self._seq] = _Pending()
             self.counts["outbox/batches"] += 1
         self.store.put("outbox", U64.pack(batch.seq), batch.data)
@@ -238,24 +240,20 @@ def replay_quarantine(store: Store) -> tuple[int, list[tuple[int, str]]]:
 def replay_data_dir(data_dir: Path) -> list[str]:
     """Replay the quarantine of every store of a stopped hive (its workers' and the
     supervisor's), each under its directory's lock; one line per store that had any."""
-    hive = Lock(data_dir / "lock", f"the hive at {data_dir}")
+    dd = DataDir(data_dir)
+    hive = Lock(dd.lock, f"the hive at {data_dir}")
     try:
-        return [line for directory in _stores(data_dir) if (line := _replay_store(directory))]
+        stores = [*(d for _, d in dd.workers()), dd.supervisor]
+        return [line for directory in stores if (line := _replay_store(directory))]
     finally:
         hive.release()
-
-
-def _stores(data_dir: Path) -> list[Path]:
-    """The stores of a data directory that hold outboxes: the workers' and the supervisor's."""
-    workers = sorted(d for d in data_dir.glob("worker-[0-9]*") if d.name[7:].isdigit())
-    return [*workers, data_dir / "supervisor"]
 
 
 def _replay_store(directory: Path) -> str:
     """Replay one store's quarantine; a line saying what it did, or "" if it had none."""
     if not (directory / "data.mdb").exists():
         return ""
-    lock = Lock(directory / "lock", f"the store {directory}")
+    lock = Lock(DataDir.store_lock(directory), f"the store {directory}")
     try:
         store = Store(directory, sync_interval=0.0)
         try:

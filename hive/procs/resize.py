@@ -8,7 +8,7 @@ This module owns that move and its policy.
 
 What moves. For every ``worker-NN`` store that exists, every host (a ``hosts``
 record) whose owner under the new ring is another store moves whole to its
-owner's store (hive/storage/store.py has the layout):
+owner's store (hive/storage/schema.py has the layout):
 
 - its state, as it is, except that a host with a lease (a fetch in flight when
   the hive stopped) waits its full delay from now, exactly as the frontier's
@@ -72,7 +72,6 @@ never the URLs themselves.
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import time
 from collections import Counter
@@ -80,9 +79,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
-
-import lmdb
+from typing import Any, NamedTuple
 
 from hive.config import Config
 from hive.core.frontier.hosts import HostState
@@ -90,23 +87,22 @@ from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import host_hash
 from hive.core.wire import decode_records
-from hive.errors import HiveError, StoreError
-from hive.procs.lifecycle import Lock, worker_dir
+from hive.errors import HiveError
+from hive.procs.lifecycle import Lock
 from hive.procs.outbox import Outbox
-from hive.storage.store import (
-    DB_NAMES,
-    DONE,
+from hive.storage.datadir import DataDir
+from hive.storage.modes import DurableStore, Txn
+from hive.storage.schema import (
     HOST_LEVEL_SEQ,
     LEVEL_SEQ,
-    PENDING,
-    REFUSED,
     U64,
-    Store,
+    MetaState,
     back_key,
-    check_file,
     parked_key,
+    resize_marker,
+    state_counters,
 )
-from hive.storage.verify import WORKER_DIR
+from hive.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +111,6 @@ BATCH_ENTRIES = 20_000
 OUTBOX_CHUNK = 100
 DRAINED = ("hosts", "front", "back", "urls", "outbox")
 
-T = TypeVar("T")
 Checkpoint = Callable[[str], None]
 
 
@@ -192,18 +187,6 @@ class Tally:
     counts: Counter[str] = field(default_factory=Counter)
 
 
-def counters(state: bytes) -> tuple[str, ...]:
-    """The meta counters a URL in ``state`` is counted in (as hive verify checks them)."""
-    kind, text = state[:1], state[1:].decode("utf-8", "replace")
-    if kind == PENDING:
-        return ("frontier/admitted",)
-    if kind == DONE:
-        return ("frontier/admitted", f"frontier/done/{text}")
-    if kind == REFUSED:
-        return (f"frontier/refused/{text}",)
-    return ()
-
-
 def batches(
     moves: Iterable[Move], max_hosts: int = BATCH_HOSTS, max_entries: int = BATCH_ENTRIES
 ) -> Iterator[list[Move]]:
@@ -224,24 +207,6 @@ def batches(
         yield batch
 
 
-def worker_ids(data_dir: Path) -> list[int]:
-    """The ids of the ``worker-NN`` stores under ``data_dir``, in order."""
-    return sorted(
-        int(m.group(1)) for d in data_dir.iterdir()
-        if (m := WORKER_DIR.fullmatch(d.name)) and d.is_dir()
-    )
-
-
-def record_ring(data_dir: Path, ring: Ring) -> None:
-    """Write ``ring`` (and its procs) into ``hive.json``, atomically."""
-    path = data_dir / "hive.json"
-    state = json.loads(path.read_text()) if path.exists() else {}
-    state.update(ring=ring.params, procs=ring.procs)
-    tmp = path.with_name("hive.json.tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(path)
-
-
 def resize(
     data_dir: Path, cfg: Config, procs: int, *, now: float | None = None,
     checkpoint: Checkpoint | None = None,
@@ -255,82 +220,51 @@ def resize(
     as a crash would.
     """
     ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
-    path = data_dir / "hive.json"
-    previous = json.loads(path.read_text()).get("ring") if path.exists() else None
+    dd = DataDir(data_dir)
+    previous = (dd.read_state() or {}).get("ring")
     old = previous.get("procs") if isinstance(previous, dict) else None
     result = Resize(old if isinstance(old, int) else None, procs)
     started = time.monotonic()
     log.info("resize: moving hosts from ring %s to %s", previous, ring.params)
-    mover = _Mover(data_dir, cfg, ring, time.time() if now is None else now,
+    mover = _Mover(dd, cfg, ring, time.time() if now is None else now,
                    checkpoint or (lambda step: None), result)
     try:
-        for worker_id in worker_ids(data_dir):
+        for worker_id, _ in dd.workers():
             mover.move_out(worker_id)
     finally:
         mover.close()
-    record_ring(data_dir, ring)
+    dd.update_state(ring=ring.params, procs=ring.procs)
     result.seconds = time.monotonic() - started
     return result
 
 
-class _Store:
-    """A worker store opened for the move: its lock, raw LMDB, one durable commit per step."""
+class _Store(NamedTuple):
+    """A worker store opened for the move, and its lock."""
 
-    def __init__(self, path: Path, map_size: int) -> None:
+    store: DurableStore
+    lock: Lock
+
+    @classmethod
+    def open(cls, path: Path, map_size_mb: int) -> _Store:
         path.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.lock = Lock(path / "lock", f"the store {path.name}")
+        lock = Lock(DataDir.store_lock(path), f"the store {path.name}")
         try:
-            check_file(path)
-            self.env = lmdb.open(
-                str(path), map_size=map_size, max_dbs=len(DB_NAMES) + 2, readahead=False,
-                max_readers=256,
-            )
-            self.env.reader_check()
-            self.db = {name: self.env.open_db(name.encode()) for name in DB_NAMES}
-        except StoreError:
-            self.lock.release()
+            return cls(DurableStore(path, map_size_mb), lock)
+        except BaseException:
+            lock.release()
             raise
-        except lmdb.Error as exc:
-            self.lock.release()
-            raise StoreError(f"cannot open store at {path}: {exc}") from exc
-
-    def read(self) -> Any:
-        """A read transaction (a context manager)."""
-        return self.env.begin()
-
-    def write(self, step: Callable[..., T], *args: Any) -> T:
-        """Run ``step(txn, dbs, *args)`` in one write transaction and commit it; a full map
-        is doubled and the step run again from the start (the aborted one left nothing)."""
-        while True:
-            try:
-                with self.env.begin(write=True) as txn:
-                    result = step(txn, self.db, *args)
-            except lmdb.MapFullError:
-                self.env.set_mapsize(self.env.info()["map_size"] * 2)
-                continue
-            except lmdb.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
-            info = self.env.info()
-            if (info["last_pgno"] + 1) * self.env.stat()["psize"] * 2 > info["map_size"]:
-                self.env.set_mapsize(info["map_size"] * 2)
-            return result
-
-    def entries(self, name: str) -> int:
-        with self.env.begin() as txn:
-            return int(txn.stat(self.db[name])["entries"])
 
     def close(self) -> None:
-        self.env.close()
+        self.store.close()
         self.lock.release()
 
 
 class _Mover:
     def __init__(
-        self, data_dir: Path, cfg: Config, ring: Ring, now: float, checkpoint: Checkpoint,
+        self, dd: DataDir, cfg: Config, ring: Ring, now: float, checkpoint: Checkpoint,
         result: Resize,
     ) -> None:
-        self.data_dir = data_dir
+        self.dd = dd
         self.cfg = cfg
         self.ring = ring
         self.now = now
@@ -339,12 +273,12 @@ class _Mover:
         self.min_delay = cfg.politeness.min_delay
         self.stores: dict[int, _Store] = {}
 
-    def store(self, worker_id: int) -> _Store:
-        store = self.stores.get(worker_id)
-        if store is None:
-            path = worker_dir(self.data_dir, worker_id)
-            store = self.stores[worker_id] = _Store(path, self.cfg.frontier.map_size_mb << 20)
-        return store
+    def store(self, worker_id: int) -> DurableStore:
+        opened = self.stores.get(worker_id)
+        if opened is None:
+            opened = _Store.open(self.dd.worker(worker_id), self.cfg.frontier.map_size_mb)
+            self.stores[worker_id] = opened
+        return opened.store
 
     def close(self) -> None:
         for store in self.stores.values():
@@ -355,11 +289,11 @@ class _Mover:
         """Move out of one store every host it does not own; retire it if beyond the ring."""
         src = self.store(worker_id)
         with src.read() as txn:
-            moves, front = scan(txn, src.db, worker_id, self.ring)
+            moves, front = scan(txn, worker_id, self.ring)
         for batch in batches(moves):
             dest = self.store(batch[0].dest)
             with src.read() as txn:
-                dest.write(copy_hosts, txn, src.db, batch, front, self.now, self.min_delay)
+                dest.write(copy_hosts, txn, batch, front, self.now, self.min_delay)
             self.checkpoint("copied")
             tally = src.write(delete_hosts, batch, front)
             self._count(worker_id, batch[0].dest, len(batch), tally)
@@ -379,11 +313,11 @@ class _Mover:
         flow.queued += tally.queued
         flow.urls += tally.urls
 
-    def _orphans(self, worker_id: int, src: _Store) -> None:
+    def _orphans(self, worker_id: int, src: DurableStore) -> None:
         """URL states left once every host has gone (refusals with no host record)."""
         while True:
             with src.read() as txn:
-                chunk = list(islice(txn.cursor(src.db["urls"]).iternext(), BATCH_ENTRIES))
+                chunk = list(islice(txn.items("urls"), BATCH_ENTRIES))
             if not chunk:
                 return
             by_dest: dict[int, list[tuple[bytes, bytes]]] = {}
@@ -399,16 +333,16 @@ class _Mover:
                 self._count(worker_id, dest, 0, Tally(urls=len(items)))
             self.checkpoint("deleted")
 
-    def _outbox(self, src: _Store) -> None:
+    def _outbox(self, src: DurableStore) -> None:
         """Hand the store's unacknowledged batches to the supervisor's outbox, once each."""
-        marker = f"resize/{src.path.name}/".encode()
+        marker = resize_marker(src.path.name)
         hive = self.cfg.hive
-        store = Store(self.data_dir / "supervisor", sync_interval=0.0)
+        store = Store(self.dd.supervisor, sync_interval=0.0)
         try:
             outbox = Outbox(store, resend_after=hive.resend_after, max_tries=hive.max_tries)
             while True:
                 with src.read() as txn:
-                    chunk = list(islice(txn.cursor(src.db["outbox"]).iternext(), OUTBOX_CHUNK))
+                    chunk = list(islice(txn.items("outbox"), OUTBOX_CHUNK))
                 if not chunk:
                     break
                 for key, data in chunk:
@@ -428,8 +362,7 @@ class _Mover:
                 self.checkpoint("copied")
                 src.write(delete_keys, "outbox", [key for key, _ in chunk])
                 self.checkpoint("deleted")
-            cursor = store.cursor("meta")
-            done = [key for key, _ in _prefixed(cursor, marker)] if cursor.set_range(marker) else []
+            done = [key for key, _ in store.range("meta", marker)]
             for key in done:
                 store.delete("meta", key)
         except BaseException:
@@ -437,36 +370,28 @@ class _Mover:
             raise
         store.close(self.now)
 
-    def _retire(self, worker_id: int, src: _Store) -> None:
+    def _retire(self, worker_id: int, src: DurableStore) -> None:
         left = {name: n for name in DRAINED if (n := src.entries(name))}
         if left:
             raise HiveError(
                 f"{src.path} still holds {left} after moving every host out; it is not "
                 "retired: see hive verify"
             )
-        src.close()
-        del self.stores[worker_id]
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = src.path.with_name(f"{src.path.name}.retired-{stamp}")
-        n = 1
-        while target.exists():
-            n += 1
-            target = src.path.with_name(f"{src.path.name}.retired-{stamp}-{n}")
+        self.stores.pop(worker_id).close()
+        target = self.dd.retired(worker_id)
         src.path.rename(target)
         self.result.retired.append(target.name)
         log.info("resize: worker-%02d is drained and retired as %s", worker_id, target.name)
 
 
-# -- the steps: pure functions of LMDB transactions -------------------------------------
+# -- the steps: pure functions of store transactions ------------------------------------
 
 
-def scan(
-    txn: Any, db: dict[str, Any], worker_id: int, ring: Ring
-) -> tuple[list[Move], dict[int, bytearray]]:
+def scan(txn: Txn, worker_id: int, ring: Ring) -> tuple[list[Move], dict[int, bytearray]]:
     """The hosts of a store that ``ring`` gives to another store, and their front keys
     (9 bytes each, concatenated per host) from one pass over the front."""
     sizes: dict[int, tuple[int, int]] = {}
-    for key, value in txn.cursor(db["hosts"]).iternext():
+    for key, value in txn.items("hosts"):
         state = HostState.decode(value)
         owner = ring.owner(state.host_key)
         if owner != worker_id:
@@ -474,7 +399,7 @@ def scan(
     front: dict[int, bytearray] = {}
     if sizes:
         last_key, last_hash = "", 0
-        for key, value in txn.cursor(db["front"]).iternext():
+        for key, value in txn.items("front"):
             hk = UrlRecord.host_key_of(value)
             if hk != last_key:
                 last_key, last_hash = hk, host_hash(hk)
@@ -487,158 +412,121 @@ def scan(
     return moves, front
 
 
-def _queue(
-    txn: Any, db: dict[str, Any], prefix: bytes, fronts: bytes | bytearray
-) -> Iterator[tuple[int, int, bytes]]:
+def _queue(txn: Txn, prefix: bytes, fronts: bytes | bytearray) -> Iterator[tuple[int, int, bytes]]:
     """A host's queued URLs, back and front merged: (level, seq, record) in that order."""
 
     def back() -> Iterator[tuple[int, int, bytes]]:
-        cursor = txn.cursor(db["back"])
-        if cursor.set_range(prefix):
-            for key, value in cursor.iternext():
-                if key[:8] != prefix:
-                    return
-                _, level, seq = HOST_LEVEL_SEQ.unpack(key)
-                yield level, seq, value
+        for key, value in txn.range("back", prefix):
+            _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+            yield level, seq, value
 
     def front() -> Iterator[tuple[int, int, bytes]]:
         for i in range(0, len(fronts), LEVEL_SEQ.size):
-            key = fronts[i : i + LEVEL_SEQ.size]
+            key = bytes(fronts[i : i + LEVEL_SEQ.size])
             level, seq = LEVEL_SEQ.unpack(key)
-            yield level, seq, txn.get(bytes(key), db=db["front"])
+            yield level, seq, txn.get("front", key) or b""
 
     return heapq.merge(back(), front())
 
 
-def _meta(txn: Any, db: dict[str, Any], tally: Tally, sign: int, seq: int | None) -> None:
-    """Apply a tally to the store's meta ``state`` (added, or taken away with sign -1)."""
-    raw = txn.get(b"state", db=db["meta"])
-    state: dict[str, Any] = json.loads(raw) if raw else {}
-    counts: dict[str, int] = state.setdefault("counts", {})
-    for name, n in tally.counts.items():
-        counts[name] = counts.get(name, 0) + sign * n
-    state["back_queued"] = state.get("back_queued", 0) + sign * tally.back
-    state["seq"] = max(state.get("seq", 0), seq or 0)
-    txn.put(b"state", json.dumps(state).encode(), db=db["meta"])
+def _meta(txn: Txn, tally: Tally, sign: int, seq: int | None) -> None:
+    """Apply a tally to the store's meta state (added, or taken away with sign -1)."""
+    state = MetaState.load(txn)
+    state.add(tally.counts, sign)
+    state.back_queued += sign * tally.back
+    state.seq = max(state.seq, seq or 0)
+    state.save(txn)
 
 
-def _seq(txn: Any, db: dict[str, Any]) -> int:
-    raw = txn.get(b"state", db=db["meta"])
-    seq = json.loads(raw).get("seq", 0) if raw else 0
-    return int(seq)
-
-
-def _put_urls(txn: Any, db: dict[str, Any], items: Iterable[tuple[bytes, bytes]], tally: Tally
-              ) -> None:
+def _put_urls(txn: Txn, items: Iterable[tuple[bytes, bytes]], tally: Tally) -> None:
     """Copy URL states, overwriting (so that a second copy changes no counter)."""
     for key, value in items:
-        old = txn.replace(key, value, db=db["urls"])
+        old = txn.replace("urls", key, value)
         tally.urls += 1
-        tally.counts.update(counters(value))
+        tally.counts.update(state_counters(value))
         if old is not None:
-            tally.counts.subtract(counters(old))
+            tally.counts.subtract(state_counters(old))
 
 
 def copy_hosts(
-    txn: Any, db: dict[str, Any], src: Any, src_db: dict[str, Any], batch: list[Move],
-    front: dict[int, bytearray], now: float, min_delay: float,
+    txn: Txn, src: Txn, batch: list[Move], front: dict[int, bytearray], now: float,
+    min_delay: float,
 ) -> Tally:
     """Step 1 at the destination: copy each host of the batch it does not hold yet."""
     tally = Tally()
-    seq = first = _seq(txn, db)
+    seq = first = MetaState.load(txn).seq
     for move in batch:
         hh = move.host_hash
         prefix = U64.pack(hh)
-        if txn.get(prefix, db=db["hosts"]) is not None:
+        if txn.get("hosts", prefix) is not None:
             continue
-        state = HostState.decode(src.get(prefix, db=src_db["hosts"]))
-        if src.get(prefix, db=src_db["leases"]) is not None:
+        state = HostState.decode(src.get("hosts", prefix) or b"")
+        if src.get("leases", prefix) is not None:
             state.next_allowed = max(state.next_allowed, now + max(state.delay, min_delay))
         queued = 0
-        for level, _, value in _queue(src, src_db, prefix, front.get(hh, b"")):
+        for level, _, value in _queue(src, prefix, front.get(hh, b"")):
             seq += 1
             queued += 1
-            txn.put(back_key(hh, level, seq), value, db=db["back"])
+            txn.put("back", back_key(hh, level, seq), value)
         state.queued = queued
         state.parked_at = state.next_allowed if queued else -1.0
         if queued:
-            txn.put(parked_key(state.parked_at, hh), b"", db=db["parked"])
-        txn.put(prefix, state.encode(), db=db["hosts"])
-        cursor = src.cursor(src_db["urls"])
-        if cursor.set_range(prefix):
-            _put_urls(txn, db, _prefixed(cursor, prefix), tally)
-        robots = src.get(state.host_key.encode(), db=src_db["robots"])
+            txn.put("parked", parked_key(state.parked_at, hh), b"")
+        txn.put("hosts", prefix, state.encode())
+        _put_urls(txn, src.range("urls", prefix), tally)
+        robots = src.get("robots", state.host_key.encode())
         if robots is not None:
-            txn.put(state.host_key.encode(), robots, db=db["robots"])
+            txn.put("robots", state.host_key.encode(), robots)
         tally.queued += queued
         tally.back += queued
-    _meta(txn, db, tally, 1, seq if seq > first else None)
+    _meta(txn, tally, 1, seq if seq > first else None)
     return tally
 
 
-def _prefixed(cursor: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """The items from a positioned cursor while their keys start with ``prefix``."""
-    for key, value in cursor.iternext():
-        if key[: len(prefix)] != prefix:
-            return
-        yield key, value
-
-
-def _delete_prefix(cursor: Any, prefix: bytes) -> Iterator[bytes]:
-    """Delete every item whose key starts with ``prefix``, yielding each value."""
-    if not cursor.set_range(prefix):
-        return
-    while cursor.key()[: len(prefix)] == prefix:
-        yield cursor.value()
-        if not cursor.delete():
-            return
-
-
-def delete_hosts(txn: Any, db: dict[str, Any], batch: list[Move],
-                 front: dict[int, bytearray]) -> Tally:
+def delete_hosts(txn: Txn, batch: list[Move], front: dict[int, bytearray]) -> Tally:
     """Step 2 at the source: delete the batch's hosts, every trace of them."""
     tally = Tally()
     for move in batch:
         hh = move.host_hash
         prefix = U64.pack(hh)
-        state = HostState.decode(txn.get(prefix, db=db["hosts"]))
-        tally.back += sum(1 for _ in _delete_prefix(txn.cursor(db["back"]), prefix))
-        for value in _delete_prefix(txn.cursor(db["urls"]), prefix):
+        state = HostState.decode(txn.get("hosts", prefix) or b"")
+        tally.back += sum(1 for _ in txn.delete_range("back", prefix))
+        for value in txn.delete_range("urls", prefix):
             tally.urls += 1
-            tally.counts.update(counters(value))
+            tally.counts.update(state_counters(value))
         fronts = front.get(hh, b"")
         for i in range(0, len(fronts), LEVEL_SEQ.size):
-            txn.delete(bytes(fronts[i : i + LEVEL_SEQ.size]), db=db["front"])
+            txn.delete("front", bytes(fronts[i : i + LEVEL_SEQ.size]))
         tally.queued += len(fronts) // LEVEL_SEQ.size
         for name in ("hosts", "bound", "leases"):
-            txn.delete(prefix, db=db[name])
+            txn.delete(name, prefix)
         if state.parked_at >= 0:
-            txn.delete(parked_key(state.parked_at, hh), db=db["parked"])
-        txn.delete(state.host_key.encode(), db=db["robots"])
+            txn.delete("parked", parked_key(state.parked_at, hh))
+        txn.delete("robots", state.host_key.encode())
     tally.queued += tally.back
-    _meta(txn, db, tally, -1, None)
+    _meta(txn, tally, -1, None)
     return tally
 
 
-def copy_urls(txn: Any, db: dict[str, Any], items: list[tuple[bytes, bytes]]) -> Tally:
+def copy_urls(txn: Txn, items: list[tuple[bytes, bytes]]) -> Tally:
     """Copy URL states that have no host record (overwriting: a second copy is a no-op)."""
     tally = Tally()
-    _put_urls(txn, db, items, tally)
-    _meta(txn, db, tally, 1, None)
+    _put_urls(txn, items, tally)
+    _meta(txn, tally, 1, None)
     return tally
 
 
-def delete_urls(txn: Any, db: dict[str, Any], keys: list[bytes]) -> Tally:
+def delete_urls(txn: Txn, keys: list[bytes]) -> Tally:
     tally = Tally()
     for key in keys:
-        value = txn.pop(key, db=db["urls"])
+        value = txn.pop("urls", key)
         if value is not None:
             tally.urls += 1
-            tally.counts.update(counters(value))
-    _meta(txn, db, tally, -1, None)
+            tally.counts.update(state_counters(value))
+    _meta(txn, tally, -1, None)
     return tally
 
 
-def delete_keys(txn: Any, db: dict[str, Any], name: str, keys: list[bytes]) -> None:
+def delete_keys(txn: Txn, name: str, keys: list[bytes]) -> None:
     for key in keys:
-        txn.delete(key, db=db[name])
+        txn.delete(name, key)

@@ -44,7 +44,6 @@ process's ZAP authenticator and every socket that connects a CURVE client
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import multiprocessing
 import os
@@ -56,7 +55,6 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import psutil
 import zmq
 
@@ -68,23 +66,23 @@ from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
 from hive.procs.control import ControlServer
-from hive.procs.curve import ensure_keys, key_dir
-from hive.procs.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir, run_dir_for
+from hive.procs.curve import ensure_keys
+from hive.procs.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir
 from hive.procs.lifecycle import (
     START_FAILED,
     STORE_FAILED,
     ExitCode,
     Lock,
-    failure_file,
     read_failure,
-    read_state,
     spawn_quietly,
-    worker_dir,
 )
 from hive.procs.outbox import Outbox
 from hive.procs.resize import Resize, resize
 from hive.procs.seeds import shown
-from hive.storage.store import DB_NAMES, Store, check_file
+from hive.storage.datadir import DataDir
+from hive.storage.modes import read_only
+from hive.storage.schema import MetaState
+from hive.storage.store import Store, check_file
 
 log = logging.getLogger(__name__)
 
@@ -178,18 +176,11 @@ def pages_done(store: Path) -> int:
     """Pages a stopped worker's store has recorded as fetched (``frontier/done/ok``)."""
     if not (store / "data.mdb").exists():
         return 0
-    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
     try:
-        with env.begin() as txn:
-            raw = txn.get(b"state", db=env.open_db(b"meta", txn=txn, create=False))
-    except lmdb.Error:
+        with read_only(store) as txn:
+            return MetaState.load(txn).counts.get("frontier/done/ok", 0)
+    except StoreError:
         return 0
-    finally:
-        env.close()
-    if raw is None:
-        return 0
-    count = json.loads(raw).get("counts", {}).get("frontier/done/ok", 0)
-    return count if isinstance(count, int) else 0
 
 
 class Supervisor:
@@ -199,6 +190,7 @@ class Supervisor:
     ) -> None:
         self.cfg = cfg
         self.data_dir = data_dir
+        self.dd = DataDir(data_dir)
         self.procs = procs
         self.seeds = list(seeds)
         self.max_pages = max_pages
@@ -233,7 +225,7 @@ class Supervisor:
 
     def open(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.lock = Lock(self.data_dir / "lock", f"the hive at {self.data_dir}")
+        self.lock = Lock(self.dd.lock, f"the hive at {self.data_dir}")
         # What open() has made is unmade if a later step fails: no socket directory,
         # bound socket or lock outlives a start that did not happen.
         with contextlib.ExitStack() as undo:
@@ -246,7 +238,7 @@ class Supervisor:
         log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
 
     def _open(self, undo: contextlib.ExitStack) -> None:
-        previous = read_state(self.data_dir)
+        previous = self.dd.read_state()
         self._check_stores(previous)
         ring = self._ring()
         if previous is not None and previous.get("ring") != ring:
@@ -269,7 +261,7 @@ class Supervisor:
         self.splitter = push(self.ctx, endpoints.splitter, self.curve)
         self.commands = [push(self.ctx, endpoints.worker(i), self.curve)
                          for i in range(self.procs)]
-        self.store = Store(self.data_dir / "supervisor", sync_interval=0.0)
+        self.store = Store(self.dd.supervisor, sync_interval=0.0)
         undo.callback(self.store.close, 0.0)
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
                              max_tries=self.cfg.hive.max_tries)
@@ -277,20 +269,20 @@ class Supervisor:
             added = self.add(self.seeds, time.time())
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
-        self._pages_seen = {i: pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs)}
+        self._pages_seen = {i: pages_done(self.dd.worker(i)) for i in range(self.procs)}
         from hive.procs.splitter import run_splitter  # imported here: only the children run them
 
         spawn = multiprocessing.get_context("spawn")
         cfg_data, parent = self.cfg.to_dict(), os.getpid()
         ends = endpoints.to_dict()
-        failed = str(failure_file(self.data_dir, "splitter.log"))
+        failed = str(self.dd.failure_file("splitter.log"))
         self.children = [Child("splitter", "splitter.log", lambda: spawn.Process(
             target=run_splitter, name="hive-splitter",
             args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
         for i in range(self.procs):
             self.children.append(
-                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i),
-                      worker=i)
+                Child(f"worker {i}", f"{self.dd.worker_name(i)}.log",
+                      self._worker_starter(spawn, i), worker=i)
             )
         for child in self.children:
             # A stop (a signal, a child that cannot start) ends the start-up at once.
@@ -318,16 +310,16 @@ class Supervisor:
         ring = previous.get("ring") if previous is not None else None
         named = ring.get("procs") if isinstance(ring, dict) else None
         if previous is not None and not isinstance(named, int):
-            raise StoreError(f"{self.data_dir / 'hive.json'} is damaged: it names no ring")
+            raise StoreError(f"{self.dd.state_file} is damaged: it names no ring")
         for i in range(max(self.procs, named or 0)):
-            directory = worker_dir(self.data_dir, i)
+            directory = self.dd.worker(i)
             check_file(directory)
             if (directory / "data.mdb").exists():
                 continue
             if named is not None and i < named and not self.recreate_missing:
                 raise StoreError(
                     f"the store of worker {i} is missing ({directory / 'data.mdb'}) though "
-                    f"{self.data_dir / 'hive.json'} names it; start with --recreate-missing to "
+                    f"{self.dd.state_file} names it; start with --recreate-missing to "
                     "start it empty (the pages its hosts had fetched will be fetched again)"
                 )
             if i < self.procs:
@@ -341,9 +333,9 @@ class Supervisor:
         if hive.transport == "tcp":
             endpoints = Endpoints.tcp(hive.tcp_port, hive.tcp_host)
         else:
-            endpoints = Endpoints(make_run_dir(run_dir_for(self.data_dir)))
+            endpoints = Endpoints(make_run_dir(self.dd.socket_dir()))
         if hive.curve == "always" or hive.transport == "tcp" or not endpoints.local:
-            endpoints = endpoints.with_keys(ensure_keys(key_dir(self.data_dir)).directory)
+            endpoints = endpoints.with_keys(ensure_keys(self.dd.keys).directory)
         return endpoints
 
     def _ring(self) -> dict[str, int]:
@@ -355,7 +347,7 @@ class Supervisor:
 
         assert self.endpoints is not None
         cfg_data, parent, ends = self.cfg.to_dict(), os.getpid(), self.endpoints.to_dict()
-        failed = str(failure_file(self.data_dir, f"worker-{i:02d}.log"))
+        failed = str(self.dd.failure_file(f"{self.dd.worker_name(i)}.log"))
         return lambda: spawn.Process(
             target=run_worker, name=f"hive-worker-{i:02d}",
             args=(cfg_data, str(self.data_dir), i, ends, parent, failed))
@@ -379,9 +371,7 @@ class Supervisor:
             "pids": {c.name: c.process.pid if c.process else None for c in self.children},
             "config": self.cfg.to_dict(),
         }
-        tmp = self.data_dir / "hive.json.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.data_dir / "hive.json")
+        self.dd.write_state(state)
 
     # -- control handlers ------------------------------------------------------------
 
@@ -701,16 +691,16 @@ class Supervisor:
             process.join(0)
             child.process = None
             if code == STORE_FAILED:
-                why = read_failure(failure_file(self.data_dir, child.log)) or "a storage error"
+                why = read_failure(self.dd.failure_file(child.log)) or "a storage error"
                 self.request_stop(
                     f"{child.name} stopped on a storage error: {why}; see "
-                    f"{self.data_dir / 'logs' / child.log}; once it is mended (space freed, a "
+                    f"{self.dd.logs / child.log}; once it is mended (space freed, a "
                     "damaged store moved away), start again to resume", code=ExitCode.ERROR,
                 )
                 continue
             if code == START_FAILED:
-                why = read_failure(failure_file(self.data_dir, child.log)) or (
-                    f"see {self.data_dir / 'logs' / child.log}")
+                why = read_failure(self.dd.failure_file(child.log)) or (
+                    f"see {self.dd.logs / child.log}")
                 self.request_stop(f"{child.name} could not start: {why}", code=ExitCode.ERROR)
                 continue
             if child.name.startswith("worker "):
@@ -724,7 +714,7 @@ class Supervisor:
                 self.request_stop(
                     f"{child.name} died {len(child.deaths)} times in "
                     f"{self.cfg.hive.restart_window:g}s (last exit code {code}); see "
-                    f"{self.data_dir / 'logs' / child.log}", code=ExitCode.ERROR,
+                    f"{self.dd.logs / child.log}", code=ExitCode.ERROR,
                 )
                 continue
             delay = self.cfg.hive.restart_backoff * 2 ** (len(child.deaths) - 1)
@@ -776,11 +766,7 @@ class Supervisor:
             self.curve.close()
         self.ctx.term()
         self.store.close(time.time())
-        state = read_state(self.data_dir) or {}
-        state.update({"pid": None, "ended": self.ended, "stopped": time.time()})
-        tmp = self.data_dir / "hive.json.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.data_dir / "hive.json")
+        self.dd.update_state(pid=None, ended=self.ended, stopped=time.time())
         if self.endpoints is not None and self.endpoints.run_dir is not None:
             remove_run_dir(self.endpoints.run_dir)
         self.lock.release()

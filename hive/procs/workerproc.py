@@ -39,10 +39,10 @@ from hive.procs.lifecycle import (
     limit_malloc_arenas,
     raise_open_files,
     setup_logging,
-    worker_dir,
 )
 from hive.procs.outbox import Outbox
 from hive.procs.worker import Worker
+from hive.storage.datadir import DataDir
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,10 @@ class WorkerProcess:
         self.answers: dict[str, tuple[int, float]] = {}
 
     def open(self) -> None:
-        directory = worker_dir(self.data_dir, self.worker_id)
+        dd = DataDir(self.data_dir)
+        directory = dd.worker(self.worker_id)
         directory.mkdir(parents=True, exist_ok=True)
-        self.lock = Lock(directory / "lock", f"worker {self.worker_id}")
+        self.lock = Lock(dd.store_lock(directory), f"worker {self.worker_id}")
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.curve = self.endpoints.curve(self.ctx)
         self.inbox = pull(self.ctx, self.endpoints.worker(self.worker_id), self.curve)
@@ -75,7 +76,7 @@ class WorkerProcess:
         self.supervisor = push(self.ctx, self.endpoints.supervisor, self.curve)
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,
-            warc_dir=self.data_dir / "warc", log_dir=self.data_dir / "logs",
+            warc_dir=dd.warc, log_dir=dd.logs,
             on_links=self._links,
         )
         self.outbox = Outbox(
@@ -230,7 +231,7 @@ def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
     child_signals()
     die_with_parent(parent)
     cfg = from_dict(cfg_data)
-    setup_logging(cfg.log.level, Path(data_dir) / "logs", f"worker-{worker_id:02d}")
+    setup_logging(cfg.log.level, DataDir(Path(data_dir)).logs, DataDir.worker_name(worker_id))
     log.info("open-file limit %d", raise_open_files())
     if not limit_malloc_arenas():
         log.info("malloc arenas not capped (not glibc)")

@@ -1,28 +1,9 @@
-"""The frontier's LMDB environment: named databases, key packing, group commit.
+"""A store held open for writing by its process: named databases, group commit, file checks.
 
-Internal format — read by ``hive verify``, never by users. One environment per
-worker directory; all integers big-endian so byte order is numeric order.
-
-========  ===================================  ==========================================
-db        key                                  value
-========  ===================================  ==========================================
-urls      host_hash(8) url_hash(8)             state: ``p`` pending, ``d``+outcome, ``r``+reason
-front     level(1) seq(8)                      UrlRecord bytes (front FIFO of that level)
-back      host_hash(8) level(1) seq(8)         UrlRecord bytes (a host's queue, best first)
-hosts     host_hash(8)                         HostState bytes (politeness, robots, counts)
-bound     host_hash(8)                         empty: the host held a back-end slot
-parked    time_ms(8) host_hash(8)              empty: unbound host with URLs, due at time
-leases    host_hash(8)                         back key (17) or empty for robots.txt
-robots    host key (utf-8)                     robots.txt cache entry (hive.fetch.robots)
-meta      name (ascii)                         seq, counters, ring parameters
-outbox    seq(8)                               a batch waiting for its acknowledgement
-quarantine seq(8)                              reason \0 batch: a poison batch, never resent
-damaged   db \0 key (front: level(1))          reason \0 record: a queued record set aside
-========  ===================================  ==========================================
-
-Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
-or back; a leased one is the back key named in ``leases``. Keys of one host
-share the host-hash prefix, so a host's URLs and fingerprints move together.
+The schema (databases, key layouts, values, the meta state) is
+hive/storage/schema.py's; this module opens it for the frontier and the
+outboxes. hive/storage/modes.py opens it the other ways: read-only (verify,
+status) and with a durable commit per step (resize).
 
 Writes go to one long write transaction that the owner commits once per loop
 turn (group commit), or earlier when it holds ``txn_max_ops`` operations; a
@@ -47,25 +28,19 @@ and records that do not decode are the readers' to quarantine.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import lmdb
 
 from hive.errors import StoreError
+from hive.storage.schema import DB_NAMES
 
 GROW_CHECK_OPS = 1024
-DB_NAMES = (
-    "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
-    "quarantine", "damaged",
-)
-
-U64 = struct.Struct(">Q")
-HOST_LEVEL_SEQ = struct.Struct(">QBQ")
-LEVEL_SEQ = struct.Struct(">BQ")
-TIME_HOST = struct.Struct(">QQ")
-URL_KEY = struct.Struct(">QQ")
 
 # LMDB 0.9's meta page (mdb.c: MDB_meta after a 16-byte page header) ends with the txn id.
 META_BYTES = 152
@@ -75,25 +50,8 @@ P_META = 0x08
 NO_PAGE = 2**64 - 1
 PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
 
-PENDING = b"p"
-DONE = b"d"
-REFUSED = b"r"
-
-
-def url_key(host_hash: int, url_hash: int) -> bytes:
-    return URL_KEY.pack(host_hash, url_hash)
-
-
-def back_key(host_hash: int, level: int, seq: int) -> bytes:
-    return HOST_LEVEL_SEQ.pack(host_hash, level, seq)
-
-
-def front_key(level: int, seq: int) -> bytes:
-    return LEVEL_SEQ.pack(level, seq)
-
-
-def parked_key(when: float, host_hash: int) -> bytes:
-    return TIME_HOST.pack(max(0, int(when * 1000)), host_hash)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _meta(data: bytes, offset: int) -> tuple[int, int, int] | None:
@@ -154,6 +112,27 @@ def check_file(path: Path) -> None:
         )
 
 
+class _HasStore(Protocol):
+    store: Store
+
+
+S = TypeVar("S", bound=_HasStore)
+
+
+def store_errors(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """Report an LMDB failure in a method of an owner of ``self.store`` as StoreError
+    naming the store: the frontier's hot paths write to LMDB without a wrapper."""
+
+    @functools.wraps(method)
+    def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except lmdb.Error as exc:
+            raise StoreError(f"{self.store.path}: {exc}") from exc
+
+    return wrapper
+
+
 class Store:
     """One LMDB environment with hive's named databases and a held write transaction.
 
@@ -200,6 +179,16 @@ class Store:
 
     def cursor(self, name: str) -> lmdb.Cursor:
         return self.txn.cursor(self.db[name])
+
+    def range(self, name: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The (key, value) items whose keys start with ``prefix``, in key order."""
+        cursor = self.txn.cursor(self.db[name])
+        if not cursor.set_range(prefix):
+            return
+        for key, value in cursor.iternext():
+            if key[: len(prefix)] != prefix:
+                return
+            yield bytes(key), bytes(value)
 
     def get(self, name: str, key: bytes) -> bytes | None:
         value = self.txn.get(key, db=self.db[name])

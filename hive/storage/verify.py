@@ -1,6 +1,6 @@
 """Consistency checks of a stopped worker's frontier store: what ``hive verify`` reports.
 
-This module owns the rules that tie the databases of hive/storage/store.py to
+This module owns the rules that tie the databases of hive/storage/schema.py to
 one another. :func:`verify_store` opens one worker directory read-only and
 without the lock file (the worker must be stopped: its directory lock admits
 one process), reads it in one transaction, never writes, and returns a
@@ -52,33 +52,31 @@ hosts with empty queues (the frontier releases them when it meets them).
 from __future__ import annotations
 
 import functools
-import json
-import re
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import lmdb
 
 from hive.core.frontier.hosts import HostState
 from hive.core.record import UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.errors import StoreError
-from hive.storage.store import (
-    DB_NAMES,
+from hive.storage.datadir import DataDir
+from hive.storage.modes import Txn, read_only
+from hive.storage.schema import (
+    ADDED_LATER,
     DONE,
     HOST_LEVEL_SEQ,
     LEVEL_SEQ,
+    META_STATE,
     PENDING,
     REFUSED,
     TIME_HOST,
     U64,
     URL_KEY,
-    check_file,
+    MetaState,
     parked_key,
     url_key,
 )
@@ -86,9 +84,6 @@ from hive.storage.store import (
 Owner = Callable[[str], int]
 Items = Iterator[tuple[bytes, bytes]]
 
-WORKER_DIR = re.compile(r"worker-(\d+)")
-# Databases a store made by an earlier hive lacks until a worker opens it (and makes them).
-ADDED_LATER = frozenset({"damaged"})
 # What a store cannot hold without the frontier having committed its ``meta`` state.
 NEEDS_META = frozenset({
     "urls/pending", "urls/done", "urls/refused", "front", "back", "hosts", "bound", "parked",
@@ -153,16 +148,13 @@ def verify_data_dir(
     of one of them that is missing (or has lost its ``data.mdb``) is reported,
     since the worker would start empty and fetch its hosts' pages again.
     """
-    found = sorted(
-        (int(m.group(1)), d)
-        for d in data_dir.iterdir()
-        if (m := WORKER_DIR.fullmatch(d.name)) and d.is_dir()
-    )
+    dd = DataDir(data_dir)
+    found = dd.workers()
     reports: dict[int, Report] = {}
     present = {worker_id for worker_id, d in found if (d / "data.mdb").exists()}
     for worker_id in range(procs or 0):
         if worker_id not in present:
-            report = reports[worker_id] = Report(data_dir / f"worker-{worker_id:02d}", limit)
+            report = reports[worker_id] = Report(dd.worker(worker_id), limit)
             report.add(f"the store of worker {worker_id} is missing "
                        f"({report.path / 'data.mdb'}): its hosts' pages would be fetched again")
     found = [(worker_id, d) for worker_id, d in found if worker_id in present or not procs]
@@ -178,7 +170,7 @@ def verify_data_dir(
         for hh, name in pending.items():
             other = first_owner.setdefault(hh, worker_id)
             if other != worker_id:
-                report.add(f"host {name} has pending URLs in worker-{other:02d} too")
+                report.add(f"host {name} has pending URLs in {dd.worker_name(other)} too")
         reports[worker_id] = report
     return reports
 
@@ -189,22 +181,10 @@ def _verify(
     """The report and the hosts with pending URLs (hash → host key) of one store."""
     if owner is not None and worker_id is None:
         raise ValueError("the ring check needs this store's worker_id")
-    check_file(path)
-    try:
-        env = lmdb.open(
-            str(path), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2, readahead=False
-        )
-    except lmdb.Error as exc:
-        raise StoreError(f"cannot open store at {path}: {exc}") from exc
     report = Report(path, limit)
-    try:
-        with env.begin() as txn:
-            checker = _Checker(env, txn, report, owner, worker_id, session_ids)
-            checker.run()
-    except lmdb.Error as exc:
-        raise StoreError(f"{path / 'data.mdb'} is damaged: {exc}") from exc
-    finally:
-        env.close()
+    with read_only(path) as txn:
+        checker = _Checker(txn, report, owner, worker_id, session_ids)
+        checker.run()
     return report, checker.pending_hosts
 
 
@@ -245,7 +225,7 @@ class _Checker:
     """One pass per database over a read transaction; see the module docstring."""
 
     def __init__(
-        self, env: Any, txn: Any, report: Report, owner: Owner | None, worker_id: int | None,
+        self, txn: Txn, report: Report, owner: Owner | None, worker_id: int | None,
         session_ids: SessionIds,
     ) -> None:
         self.txn = txn
@@ -253,13 +233,9 @@ class _Checker:
         self.report = report
         self.owner = owner
         self.worker_id = worker_id
-        self.db: dict[str, Any] = {}
-        for name in DB_NAMES:
-            try:
-                self.db[name] = env.open_db(name.encode(), txn=txn, create=False)
-            except lmdb.NotFoundError:
-                if name not in ADDED_LATER:
-                    report.add(f"database {name} is missing")
+        for name in txn.missing:
+            if name not in ADDED_LATER:
+                report.add(f"database {name} is missing")
         self.n: Counter[str] = Counter()
         self.states: Counter[bytes] = Counter()
         self.bound: set[bytes] = set()
@@ -294,30 +270,13 @@ class _Checker:
     # -- reading -----------------------------------------------------------------
 
     def _items(self, name: str) -> Items:
-        db = self.db.get(name)
-        if db is None:
-            return iter(())
-        items: Items = self.txn.cursor(db).iternext()
-        return items
+        return self.txn.items(name)
 
     def _range(self, name: str, prefix: bytes) -> Items:
-        db = self.db.get(name)
-        if db is None:
-            return
-        cursor = self.txn.cursor(db)
-        if not cursor.set_range(prefix):
-            return
-        for key, value in cursor.iternext():
-            if not key.startswith(prefix):
-                return
-            yield key, value
+        return self.txn.range(name, prefix)
 
     def _get(self, name: str, key: bytes) -> bytes | None:
-        db = self.db.get(name)
-        if db is None:
-            return None
-        value: bytes | None = self.txn.get(key, db=db)
-        return value
+        return self.txn.get(name, key)
 
     def _host(self, prefix: bytes) -> HostState | None:
         data = self._get("hosts", prefix)
@@ -628,7 +587,7 @@ class _Checker:
         return observed
 
     def _meta(self, observed: dict[str, int]) -> None:
-        raw = self._get("meta", b"state")
+        raw = self._get("meta", META_STATE)
         if raw is None:
             # The frontier writes its state with the first commit that has anything to
             # record: a worker that never owned a host (nor was told of one) has none.
@@ -637,23 +596,22 @@ class _Checker:
                 found = ", ".join(f"{name} {n}" for name, n in sorted(held.items()))
                 self.report.add(f"meta has no state, yet the store holds {found}")
             return
+        where = self.report.path / "data.mdb"
         try:
-            state = json.loads(raw)
-        except ValueError as exc:
-            self.report.add(f"meta state is not JSON ({exc}): {raw[:60]!r}")
+            state = MetaState.decode(raw, where)
+        except StoreError as exc:
+            self.report.add(str(exc).removeprefix(f"{where}: "))
             return
-        counts = state.get("counts") if isinstance(state, dict) else None
-        if not isinstance(counts, dict) or not all(
-            isinstance(state.get(name), int) for name in ("seq", "back_queued")
-        ):
-            self.report.add(f"meta state lacks seq, back_queued or counts: {raw[:120]!r}")
+        if state.missing:
+            self.report.add(f"meta state lacks {', '.join(sorted(state.missing))}: {raw[:120]!r}")
             return
-        if state["back_queued"] != self.n["back"]:
+        counts = state.counts
+        if state.back_queued != self.n["back"]:
             self.report.add(
-                f"meta back_queued is {state['back_queued']} but back has {self.n['back']} entries"
+                f"meta back_queued is {state.back_queued} but back has {self.n['back']} entries"
             )
-        if state["seq"] < self.max_seq:
-            self.report.add(f"meta seq is {state['seq']} but a queue key has seq {self.max_seq}")
+        if state.seq < self.max_seq:
+            self.report.add(f"meta seq is {state.seq} but a queue key has seq {self.max_seq}")
         admitted = counts.get("frontier/admitted", 0)
         expected = self.n["urls/pending"] + self.n["urls/done"]
         if admitted != expected:

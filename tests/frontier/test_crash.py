@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hive.core.frontier import Frontier
 from hive.core.urls import fingerprint, host_hash, host_key
-from hive.storage.store import url_key
+from hive.storage.schema import url_key
 from tests.frontier.conftest import small_config
 
 CHILD = textwrap.dedent(

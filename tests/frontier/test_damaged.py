@@ -23,8 +23,9 @@ from hive.core.frontier import Frontier, Outcome
 from hive.core.record import UrlRecord
 from hive.core.wire import encode_records
 from hive.errors import HiveError, StoreError
-from hive.procs.lifecycle import read_state
-from hive.storage.store import U64, Store, check_file
+from hive.storage.datadir import DataDir
+from hive.storage.schema import U64
+from hive.storage.store import Store, check_file
 from hive.storage.verify import verify_data_dir
 from tests.frontier.conftest import rec, small_config
 from tests.frontier.test_verify import build
@@ -141,7 +142,7 @@ def test_a_garbage_state_file_is_named(tmp_path: Path, content: bytes) -> None:
     data.mkdir()
     (data / "hive.json").write_bytes(content)
     with pytest.raises(HiveError, match="hive.json is damaged"):
-        read_state(data)
+        DataDir(data).read_state()
 
 
 @pytest.mark.slow

@@ -16,7 +16,8 @@ from hive.procs.outbox import (
     quarantined,
     replay_quarantine,
 )
-from hive.storage.store import U64, Store
+from hive.storage.schema import U64
+from hive.storage.store import Store
 
 
 def records(n: int) -> list[UrlRecord]:

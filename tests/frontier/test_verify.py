@@ -19,7 +19,7 @@ from hive.core.frontier.hosts import HostState
 from hive.core.record import UrlRecord
 from hive.core.urls import fingerprint, host_hash
 from hive.errors import StoreError
-from hive.storage.store import (
+from hive.storage.schema import (
     DB_NAMES,
     PENDING,
     U64,

@@ -17,8 +17,9 @@ import pytest
 import zmq
 
 from hive.errors import HiveError
-from hive.procs.curve import ClientKeys, Curve, KeyFiles, KeysError, ensure_keys, key_dir, make_keys
+from hive.procs.curve import ClientKeys, Curve, KeyFiles, KeysError, ensure_keys, make_keys
 from hive.procs.endpoints import pull, push
+from hive.storage.datadir import DataDir
 from tests.curve_support import handshake, own_address
 
 OWN_ADDRESS = own_address()
@@ -89,7 +90,7 @@ def test_key_dir_is_absolute_and_in_the_data_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert key_dir(Path("data")) == tmp_path / "data" / "keys"
+    assert DataDir(Path("data")).keys == tmp_path / "data" / "keys"
 
 
 LOOSENED: list[tuple[str, Callable[[KeyFiles], Path], int]] = [

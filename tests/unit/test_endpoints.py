@@ -29,8 +29,8 @@ from hive.procs.endpoints import (
     pull,
     push,
     remove_run_dir,
-    run_dir_for,
 )
+from hive.storage.datadir import DataDir
 
 
 @pytest.fixture
@@ -68,17 +68,17 @@ def all_addresses(endpoints: Endpoints, last_worker: int = MAX_PROCS - 1) -> lis
 
 
 def test_socket_paths_fit_even_for_a_300_character_data_dir(deep_data_dir: Path) -> None:
-    endpoints = Endpoints(run_dir_for(deep_data_dir))
+    endpoints = Endpoints(DataDir(deep_data_dir).socket_dir())
     for address in all_addresses(endpoints):
         assert len(os.fsencode(ipc_path(address))) <= SUN_PATH_MAX < 108
 
 
 def test_run_dir_is_per_user_and_short(tmp_path: Path) -> None:
-    run_dir = run_dir_for(tmp_path)
+    run_dir = DataDir(tmp_path).socket_dir()
     assert run_dir.parent == Path("/tmp")
     assert run_dir.name.startswith(f"hive-{os.getuid()}-")
     assert len(run_dir.name.rsplit("-", 1)[1]) == 16
-    assert run_dir_for(tmp_path, base=Path("/run/x")) == Path("/run/x") / run_dir.name
+    assert DataDir(tmp_path).socket_dir(base=Path("/run/x")) == Path("/run/x") / run_dir.name
 
 
 def test_same_data_dir_gives_the_same_run_dir_however_spelled(
@@ -90,14 +90,14 @@ def test_same_data_dir_gives_the_same_run_dir_however_spelled(
     monkeypatch.chdir(tmp_path)
     spellings = [data, Path("data"), Path("./data/"), tmp_path / "x" / ".." / "data"]
     spellings.append(tmp_path / "link")
-    assert {run_dir_for(p) for p in spellings} == {run_dir_for(data)}
-    assert run_dir_for(tmp_path / "other") != run_dir_for(data)
+    assert {DataDir(p).socket_dir() for p in spellings} == {DataDir(data).socket_dir()}
+    assert DataDir(tmp_path / "other").socket_dir() != DataDir(data).socket_dir()
 
 
 def test_run_dir_of_an_undecodable_path_is_derived(tmp_path: Path) -> None:
     odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/\xff\xfe"))
-    assert run_dir_for(odd) == run_dir_for(odd)
-    assert run_dir_for(odd) != run_dir_for(tmp_path)
+    assert DataDir(odd).socket_dir() == DataDir(odd).socket_dir()
+    assert DataDir(odd).socket_dir() != DataDir(tmp_path).socket_dir()
 
 
 def test_make_run_dir_creates_it_private(tmp_path: Path, umask: None) -> None:
@@ -146,7 +146,7 @@ def test_make_run_dir_refuses_another_users_dir(
 
 
 def test_ipc_sockets_bind_in_a_deep_data_dirs_run_dir(deep_data_dir: Path) -> None:
-    run_dir = make_run_dir(run_dir_for(deep_data_dir))
+    run_dir = make_run_dir(DataDir(deep_data_dir).socket_dir())
     endpoints = Endpoints(run_dir)
     context = zmq.Context()
     try:

@@ -28,16 +28,13 @@ blocks the host, whose URLs then end with that outcome.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import random
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
-
-import lmdb
+from typing import NamedTuple
 
 from hive.config import Config, FrontierConfig
 from hive.core.frontier.back import BackQueues
@@ -50,8 +47,9 @@ from hive.core.frontier.seen import SeenSet
 from hive.core.politeness import Politeness
 from hive.core.record import UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
-from hive.errors import StoreError
-from hive.storage.store import U64, URL_KEY, Store, url_key
+from hive.storage.schema import META_REFUSALS, U64, URL_KEY, MetaState, damaged_key, url_key
+from hive.storage.store import Store
+from hive.storage.store import store_errors as _store_errors
 
 log = logging.getLogger(__name__)
 
@@ -72,23 +70,6 @@ BASE_COUNTERS = (
     "frontier/admitted", "frontier/duplicates", "frontier/retried", "frontier/evicted",
     "frontier/parked", "frontier/recovered_leases",
 )
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _store_errors(
-    method: Callable[Concatenate[Frontier, P], R],
-) -> Callable[Concatenate[Frontier, P], R]:
-    """Report an LMDB failure as StoreError: the hot paths write to LMDB without a wrapper."""
-
-    @functools.wraps(method)
-    def wrapper(self: Frontier, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(self, *args, **kwargs)
-        except lmdb.Error as exc:
-            raise StoreError(f"{self.store.path}: {exc}") from exc
-
-    return wrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,14 +143,14 @@ class Frontier:
         self._dirty: set[int] = set()
         self._download_ema = 0.05
         self._target = self._compute_target()
-        meta = self.store.get("meta", b"state")
-        state = json.loads(meta) if meta else {}
-        self._seq: int = state.get("seq", 0)
+        state = MetaState.load(self.store)
+        self._seq: int = state.seq
         self.counts: dict[str, int] = dict.fromkeys(BASE_COUNTERS, 0)
-        self.counts.update(state.get("counts", {}))
-        self.back.queued = state.get("back_queued", 0)
+        self.counts.update(state.counts)
+        self.back.queued = state.back_queued
+        self._meta_extra = state.extra
         self.refusals = Refusals.decode(
-            self.store.get("meta", b"refusals"), cfg.refusals_logged_per_host
+            self.store.get("meta", META_REFUSALS), cfg.refusals_logged_per_host
         )
         self._refusals_saved = now
         self._recover(now)
@@ -362,7 +343,7 @@ class Frontier:
         where it was and why: counted and logged, listed by ``hive verify``, and never
         again in its host's way. Its URL cannot be named, so its state stays pending."""
         why = f"{type(exc).__name__}: {exc}"
-        self.store.put("damaged", db.encode() + b"\0" + key, why.encode() + b"\0" + data)
+        self.store.put("damaged", damaged_key(db, key), why.encode() + b"\0" + data)
         self._count("frontier/damaged")
         log.error("frontier: a %s record (key %s) does not decode and was set aside: %s",
                   db, key.hex(), why)
@@ -622,7 +603,7 @@ class Frontier:
     def commit(self, now: float, final: bool = False) -> None:
         due = final or now >= self._refusals_saved + REFUSALS_SAVE_INTERVAL
         if self.refusals.changed and due:
-            self.store.put("meta", b"refusals", self.refusals.encode())
+            self.store.put("meta", META_REFUSALS, self.refusals.encode())
             self.refusals.changed = False
             self._refusals_saved = now
         if not self._dirty and not self.store.changed:
@@ -634,8 +615,7 @@ class Frontier:
             if host is not None:
                 back.save(hh, host)
         self._dirty.clear()
-        state = {"seq": self._seq, "counts": self.counts, "back_queued": self.back.queued}
-        self.store.put("meta", b"state", json.dumps(state).encode())
+        MetaState(self._seq, self.back.queued, self.counts, self._meta_extra).save(self.store)
         self.store.commit(now)
         self._target = self._compute_target()
 

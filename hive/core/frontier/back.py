@@ -19,7 +19,8 @@ from __future__ import annotations
 import random
 
 from hive.core.frontier.hosts import HostState
-from hive.storage.store import HOST_LEVEL_SEQ, TIME_HOST, U64, Store, parked_key
+from hive.storage.schema import HOST_LEVEL_SEQ, TIME_HOST, U64, parked_key
+from hive.storage.store import Store
 
 
 class BackQueues:

@@ -14,7 +14,8 @@ import random
 from collections import Counter
 from operator import itemgetter
 
-from hive.storage.store import LEVEL_SEQ, Store
+from hive.storage.schema import LEVEL_SEQ
+from hive.storage.store import Store
 
 _LEVEL_PREFIX = [bytes([level]) for level in range(256)]
 

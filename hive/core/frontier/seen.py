@@ -9,7 +9,8 @@ later overwritten with ``d<outcome>`` (done) or was written as ``r<reason>``
 
 from __future__ import annotations
 
-from hive.storage.store import DONE, PENDING, REFUSED, Store
+from hive.storage.schema import DONE, PENDING, REFUSED
+from hive.storage.store import Store
 
 
 class SeenSet:

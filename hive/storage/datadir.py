@@ -1,0 +1,176 @@
+"""A hive's data directory: the one place that names what is in it, and ``hive.json``.
+
+::
+
+    DATA/hive.json           the running (or last) hive: pid, ring, endpoints, pids, config
+    DATA/lock                flock: one hive per data directory
+    DATA/supervisor/         the supervisor's store (its outbox of seeds and ``hive add`` URLs)
+    DATA/worker-NN/          worker NN's store (``data.mdb``) and its ``lock``
+    DATA/worker-NN.retired-<UTC time>[-n]   a store a resize drained
+    DATA/logs/               <role>.log per process, <role>.failed, crawl logs, hive.out
+    DATA/warc/               WARC files
+    DATA/keys/               the hive's CURVE keys (hive/procs/curve.py)
+
+The sockets are not in it: a Unix socket path must be short, so they live in
+``/tmp/hive-<uid>-<16 hex>``, the hex being mmh3 of the resolved data directory
+(:meth:`DataDir.socket_dir`; hive/procs/endpoints.py has the policy).
+
+Worker directories are ``worker-NN``, two digits at least; :meth:`worker`
+formats and :meth:`worker_id` parses that name, and nothing else does.
+
+``hive.json`` is written whole or not at all (:meth:`write_state`): a
+temporary file beside it, fsynced, renamed over it, and the directory fsynced,
+so a crash at any moment leaves the old file or the new one, never a part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import mmh3
+
+from hive.errors import HiveError
+
+WORKER_DIR = re.compile(r"worker-(\d+)")
+RUN_BASE = Path("/tmp")
+STATE = "hive.json"
+
+
+class DataDir:
+    """The paths of the hive in ``root`` and its ``hive.json``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __repr__(self) -> str:
+        return f"DataDir({str(self.root)!r})"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / STATE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def supervisor(self) -> Path:
+        return self.root / "supervisor"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def warc(self) -> Path:
+        return self.root / "warc"
+
+    @property
+    def keys(self) -> Path:
+        """The absolute key directory (children and the CLI are given it)."""
+        return self.root.resolve() / "keys"
+
+    def socket_dir(self, base: Path = RUN_BASE) -> Path:
+        """The run directory of the hive's ipc sockets: short, per user, the same for
+        every spelling of the data directory."""
+        digest: int = mmh3.hash64(os.fsencode(self.root.resolve()), signed=False)[0]
+        return base / f"hive-{os.getuid()}-{digest:016x}"
+
+    # -- stores ----------------------------------------------------------------------
+
+    @staticmethod
+    def worker_name(worker_id: int) -> str:
+        return f"worker-{worker_id:02d}"
+
+    @staticmethod
+    def worker_id(name: str) -> int | None:
+        """The worker id a directory name is the store of; None if it is none's."""
+        m = WORKER_DIR.fullmatch(name)
+        return int(m.group(1)) if m else None
+
+    def worker(self, worker_id: int) -> Path:
+        """Worker ``worker_id``'s directory: its LMDB store and lock."""
+        return self.root / self.worker_name(worker_id)
+
+    @staticmethod
+    def store_lock(store: Path) -> Path:
+        """The lock file of a store's directory (one process at a time)."""
+        return store / "lock"
+
+    def workers(self) -> list[tuple[int, Path]]:
+        """The worker directories there are, as (worker id, path), by id."""
+        if not self.root.is_dir():
+            return []
+        found = [(self.worker_id(d.name), d) for d in self.root.iterdir()]
+        return sorted((i, d) for i, d in found if i is not None and d.is_dir())
+
+    def retired(self, worker_id: int) -> Path:
+        """A new name for worker ``worker_id``'s drained store, stamped with the UTC time."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        name = f"{self.worker_name(worker_id)}.retired-{stamp}"
+        target, n = self.root / name, 1
+        while target.exists():
+            n += 1
+            target = self.root / f"{name}-{n}"
+        return target
+
+    # -- logs ------------------------------------------------------------------------
+
+    def log_file(self, role: str) -> Path:
+        return self.logs / f"{role}.log"
+
+    def failure_file(self, log_name: str) -> Path:
+        """Where a child that cannot start leaves its message (next to its log)."""
+        return self.logs / f"{log_name.removesuffix('.log')}.failed"
+
+    # -- hive.json -------------------------------------------------------------------
+
+    def read_state(self) -> dict[str, Any] | None:
+        """The running (or last) hive's ``hive.json``; None if there is none.
+
+        A file that cannot be read or is not a JSON object is a HiveError naming it."""
+        path = self.state_file
+        try:
+            state = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise HiveError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        except ValueError as exc:
+            raise HiveError(f"{path} is damaged (not JSON: {exc}); move it away to start "
+                            "afresh from the stores") from exc
+        if not isinstance(state, dict):
+            raise HiveError(f"{path} is damaged (not a JSON object)")
+        return state
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        """Replace ``hive.json`` with ``state``, atomically and durably."""
+        path = self.state_file
+        tmp = path.with_name(f"{STATE}.tmp")
+        data = json.dumps(state, indent=2).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        directory = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def update_state(self, **changes: Any) -> dict[str, Any]:
+        """Set fields of ``hive.json`` (made if there is none), keeping the others."""
+        state = self.read_state() or {}
+        state.update(changes)
+        self.write_state(state)
+        return state

@@ -1,0 +1,195 @@
+"""The on-disk schema of a hive store: its databases, key layouts, values and meta state.
+
+Internal format — read by ``hive verify``, never by users. One LMDB environment
+per worker directory (``DATA/worker-NN``) and one for the supervisor's outbox
+(``DATA/supervisor``, the same databases, only ``outbox``, ``quarantine`` and
+``meta`` used). All integers are big-endian, so byte order is numeric order.
+This module alone knows these layouts: everyone else packs and reads keys,
+URL states and the meta state through what it defines.
+
+==========  ===================================  =====================================  ===========
+db          key                                  value                                  writes
+==========  ===================================  =====================================  ===========
+urls        host_hash(8) url_hash(8)             URL state: ``p`` pending, ``d``        frontier
+                                                 + outcome, ``r`` + reason              (SeenSet),
+                                                                                        resize
+front       level(1) seq(8)                      UrlRecord bytes (front FIFO of level)  frontier,
+                                                                                        resize
+back        host_hash(8) level(1) seq(8)         UrlRecord bytes (a host's queue,       frontier,
+                                                 best first)                            resize
+hosts       host_hash(8)                         HostState bytes (politeness, robots,   frontier,
+                                                 counts)                                resize
+bound       host_hash(8)                         empty: the host holds a back-end slot  frontier,
+                                                                                        resize
+parked      time_ms(8) host_hash(8)              empty: unbound host with URLs, due     frontier,
+                                                 at time                                resize
+leases      host_hash(8)                         back key (17), or empty for            frontier,
+                                                 robots.txt                             resize
+robots      host key (utf-8)                     robots.txt cache entry                 worker,
+                                                 (hive.fetch.robots)                    resize
+meta        ``state``                            :class:`MetaState` (JSON)              frontier,
+                                                                                        resize
+meta        ``refusals``                         the refusals tally                     frontier
+                                                 (hive.core.frontier.refusals)
+meta        ``outbox_seq``                       u64: the last outbox batch's seq       outbox
+meta        ``resize/<store>/`` seq(8)           empty: a drained store's batch was     resize
+                                                 copied here (supervisor store only)
+outbox      seq(8)                               a records frame waiting for its        outbox,
+                                                 acknowledgement                        resize
+quarantine  seq(8)                               reason ``\\0`` batch: a poison batch,  outbox
+                                                 never resent
+damaged     db ``\\0`` key                        reason ``\\0`` record: a queued        frontier
+                                                 record set aside
+==========  ===================================  =====================================  ===========
+
+Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
+or back; a leased one is the back key named in ``leases``. Keys of one host
+share the host-hash prefix, so a host's URLs and fingerprints move together.
+hive/storage/verify.py checks these rules.
+
+Changing the schema: a new database is a row above, its name in ``DB_NAMES``
+(every opener opens every name) and, since stores made before it lack it until
+a worker opens them, in ``ADDED_LATER``. A new field of the meta state is a
+field of :class:`MetaState` (a store without it loads its default); a new
+counter needs nothing here (``MetaState.counts`` keeps every name it is given).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hive.errors import StoreError
+
+DB_NAMES = (
+    "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
+    "quarantine", "damaged",
+)
+# Databases a store made by an earlier hive lacks until a worker opens it (and makes them).
+ADDED_LATER = frozenset({"damaged"})
+
+U64 = struct.Struct(">Q")
+HOST_LEVEL_SEQ = struct.Struct(">QBQ")
+LEVEL_SEQ = struct.Struct(">BQ")
+TIME_HOST = struct.Struct(">QQ")
+URL_KEY = struct.Struct(">QQ")
+
+# URL states (the first byte of a ``urls`` value).
+PENDING = b"p"
+DONE = b"d"
+REFUSED = b"r"
+
+# Keys of the ``meta`` database.
+META_STATE = b"state"
+META_REFUSALS = b"refusals"
+META_OUTBOX_SEQ = b"outbox_seq"
+
+
+def url_key(host_hash: int, url_hash: int) -> bytes:
+    return URL_KEY.pack(host_hash, url_hash)
+
+
+def back_key(host_hash: int, level: int, seq: int) -> bytes:
+    return HOST_LEVEL_SEQ.pack(host_hash, level, seq)
+
+
+def front_key(level: int, seq: int) -> bytes:
+    return LEVEL_SEQ.pack(level, seq)
+
+
+def parked_key(when: float, host_hash: int) -> bytes:
+    return TIME_HOST.pack(max(0, int(when * 1000)), host_hash)
+
+
+def damaged_key(db: str, key: bytes) -> bytes:
+    return db.encode() + b"\0" + key
+
+
+def resize_marker(store_name: str) -> bytes:
+    """The prefix of the meta keys that mark a drained store's batches as copied."""
+    return f"resize/{store_name}/".encode()
+
+
+def state_counters(state: bytes) -> tuple[str, ...]:
+    """The meta counters a URL in ``state`` is counted in (as hive verify checks them)."""
+    kind, text = state[:1], state[1:].decode("utf-8", "replace")
+    if kind == PENDING:
+        return ("frontier/admitted",)
+    if kind == DONE:
+        return ("frontier/admitted", f"frontier/done/{text}")
+    if kind == REFUSED:
+        return (f"frontier/refused/{text}",)
+    return ()
+
+
+class Reads(Protocol):
+    """A store or transaction a value can be read from by database name."""
+
+    @property
+    def path(self) -> Path: ...
+    def get(self, name: str, key: bytes) -> bytes | None: ...
+
+
+class Writes(Reads, Protocol):
+    def put(self, name: str, key: bytes, value: bytes) -> Any: ...
+
+
+@dataclass(slots=True)
+class MetaState:
+    """The frontier's persistent counters, in ``meta`` under ``state`` (JSON).
+
+    ``seq`` is at least every queue key's seq (new keys must not collide),
+    ``back_queued`` the number of ``back`` entries, ``counts`` the frontier's
+    counters by name. ``extra`` keeps fields this version does not know, written
+    back as they were; ``missing`` names the known fields the stored bytes
+    lacked (they load as their defaults; hive verify reports them).
+    """
+
+    seq: int = 0
+    back_queued: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    missing: frozenset[str] = frozenset()
+
+    @classmethod
+    def decode(cls, raw: bytes | None, where: Path) -> MetaState:
+        """The state in ``raw`` (None: a store that never committed one, all defaults).
+
+        StoreError naming ``where`` (the store's file) when the bytes are damaged."""
+        if raw is None:
+            return cls()
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise StoreError(f"{where}: meta state is not JSON ({exc}): {raw[:60]!r}") from exc
+        if not isinstance(data, dict):
+            raise StoreError(f"{where}: meta state is not a JSON object: {raw[:60]!r}")
+        missing = frozenset(n for n in ("seq", "back_queued", "counts") if n not in data)
+        seq, back_queued = data.pop("seq", 0), data.pop("back_queued", 0)
+        counts = data.pop("counts", {})
+        if not (
+            isinstance(seq, int) and isinstance(back_queued, int) and isinstance(counts, dict)
+            and all(isinstance(n, int) for n in counts.values())
+        ):
+            raise StoreError(f"{where}: meta state has a field of the wrong type: {raw[:120]!r}")
+        return cls(seq, back_queued, counts, data, missing)
+
+    def encode(self) -> bytes:
+        state = {"seq": self.seq, "counts": self.counts, "back_queued": self.back_queued}
+        return json.dumps({**state, **self.extra}).encode()
+
+    @classmethod
+    def load(cls, store: Reads) -> MetaState:
+        return cls.decode(store.get("meta", META_STATE), store.path / "data.mdb")
+
+    def save(self, store: Writes) -> None:
+        store.put("meta", META_STATE, self.encode())
+
+    def add(self, counts: Mapping[str, int], sign: int = 1) -> None:
+        """Add ``counts`` to the counters (or take them away, with ``sign`` -1)."""
+        for name, n in counts.items():
+            self.counts[name] = self.counts.get(name, 0) + sign * n
