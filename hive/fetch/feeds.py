@@ -37,7 +37,6 @@ MAX_FIELD = 128
 ATOM = "http://www.w3.org/2005/Atom"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RSS1 = "http://purl.org/rss/1.0/"
-FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 
 # (root namespace, root name) -> (item depth, item "namespace name", field namespace)
 _LAYOUTS = {
