@@ -144,6 +144,19 @@ class ParseConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SitemapsConfig:
+    mode: str
+    max_index_depth: int
+    max_files_per_host: int
+    base_level: int
+    priority_levels: int
+    fresh_days: float
+    fresh_levels: int
+    changefreq_levels: int
+    max_adjust: int
+
+
+@dataclass(frozen=True, slots=True)
 class WarcConfig:
     enabled: bool
     max_file_bytes: int
@@ -186,6 +199,7 @@ class Config:
     robots: RobotsConfig
     scope: ScopeConfig
     parse: ParseConfig
+    sitemaps: SitemapsConfig
     warc: WarcConfig
     log: LogConfig
     hive: HiveConfig
@@ -207,6 +221,7 @@ SECTIONS: dict[str, type[Any]] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "politeness.crawl_delay_over_cap": ("cap", "skip"),
     "scope.mode": ("host", "domain", "any"),
+    "sitemaps.mode": ("robots", "robots+default", "off"),
     "log.level": ("debug", "info", "warning", "error"),
     "hive.transport": ("ipc", "tcp"),
     "hive.curve": ("auto", "always"),
@@ -219,6 +234,7 @@ MINIMUM_ONE = {
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
     "hive.max_tries", "hive.overflow", "hive.tcp_port",
     "parse.max_links_per_page", "parse.max_embeds_per_page", "parse.max_css_bytes",
+    "sitemaps.max_files_per_host", "sitemaps.base_level",
 }
 
 
@@ -307,6 +323,9 @@ def _check_whole(cfg: Config) -> None:
     if cfg.hive.procs > MAX_WORKERS:
         raise ConfigError(f"hive.procs: must be at most {MAX_WORKERS}, got {cfg.hive.procs}")
     _check_dns(cfg.dns)
+    if cfg.sitemaps.base_level > cfg.frontier.levels:
+        raise ConfigError(f"sitemaps.base_level: must be at most frontier.levels "
+                          f"({cfg.frontier.levels}), got {cfg.sitemaps.base_level}")
     _check_prioritizer(cfg.frontier.prioritizer)
     if cfg.warc.gzip_level not in GZIP_LEVELS:
         raise ConfigError(

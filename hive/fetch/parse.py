@@ -28,6 +28,8 @@ Link extraction (:func:`extract_links`), policy:
   previous; not a stylesheet or icon, nor an alternate of a non-HTML type such
   as a feed), and a meta refresh URL. They resolve against the first
   ``<base href>`` of the first slice (itself resolved against the page URL).
+* Feeds a page announces (``link rel=alternate`` of a ``FEED_TYPES`` type)
+  come apart, in ``feeds``: at most ``MAX_FEEDS``, none on a nofollow page.
 * ``rel=nofollow`` on a link, and ``<meta name=robots>`` with ``nofollow`` or
   ``none``, drop links when ``honour_nofollow``; a link followable from one
   spot on the page is followed. A meta refresh is a redirect, not a link: it is
@@ -81,6 +83,8 @@ SNIFF_BYTES = 1024
 BINARY_RATIO = 0.02
 PAGE_RELS = frozenset({"canonical", "alternate", "next", "prev", "previous"})
 RESOURCE_RELS = frozenset({"stylesheet", "icon"})
+FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
+MAX_FEEDS = 16
 SCOPE_MODES = ("host", "domain", "any")
 # A document is parsed at most this many bytes (characters, if decoded here) at a time:
 # most pages are shorter (HTTP Archive: 90 % of HTML documents are under 150 KB), and a
@@ -128,6 +132,7 @@ class ExtractResult:
     ``truncated``: extraction stopped at ``max_links``; the page has more.
     ``embeds``: (canonical URL, kind) of the page's requisites when asked for
     (``hive.fetch.requisites``), ``embeds_refused`` and ``embeds_truncated`` likewise.
+    ``feeds``: canonical URLs of the feeds the page announces (hive.fetch.feeds).
     """
 
     links: list[str] = field(default_factory=list)
@@ -138,6 +143,7 @@ class ExtractResult:
     embeds: list[tuple[str, str]] = field(default_factory=list)
     embeds_refused: dict[str, int] = field(default_factory=dict)
     embeds_truncated: bool = False
+    feeds: list[str] = field(default_factory=list)
 
 
 def media_type(content_type: str | None) -> tuple[str | None, str | None]:
@@ -252,9 +258,11 @@ def _document_base(tree: LexborHTMLParser, page_url: str) -> str:
 
 def _raw_links(
     tree: LexborHTMLParser, honour_nofollow: bool, embeds: EmbedBudget | None,
+    feeds: dict[str, None],
 ) -> Iterator[tuple[str, bool]]:
     """(raw URL, marked rel=nofollow) of each link element, by kind of element; a ``link``
-    element that names a requisite goes to embeds instead, when given."""
+    element that names a requisite goes to embeds instead, when given, and the raw URLs
+    of feeds go into ``feeds``."""
     for tag in ("a", "area"):
         for node in tree.tags(tag):
             attrs = node.attributes
@@ -283,6 +291,8 @@ def _raw_links(
         media = (attrs.get("type") or "").strip().lower()
         if "alternate" not in rels or not media or media in HTML_TYPES:
             yield href, False
+        elif media in FEED_TYPES and len(feeds) < MAX_FEEDS:
+            feeds[href] = None
 
 
 def extract_links(
@@ -311,6 +321,7 @@ def extract_links(
     redirects: dict[str, None] = {}
     follow: dict[str, None] = {}
     marked: set[str] = set()
+    feeds: dict[str, None] = {}
     for piece in _slices(_document(body, encoding)):
         tree = LexborHTMLParser(piece)
         if base is None:
@@ -329,7 +340,7 @@ def extract_links(
         if embeds is not None and len(embeds.found) < embeds.max_embeds:
             raw_embeds(tree, embeds)
         found: Iterable[tuple[str, bool]] = (
-            () if truncated else _raw_links(tree, honour_nofollow, embeds)
+            () if truncated else _raw_links(tree, honour_nofollow, embeds, feeds)
         )
         for raw, is_marked in found:
             if raw in follow or (is_marked and raw in marked):
@@ -367,12 +378,19 @@ def extract_links(
     dropped = len(marked.difference(candidates))
     if dropped:
         refused["nofollow"] = dropped
+    feed_urls: dict[str, None] = {}
+    for raw in () if honour_nofollow and page_nofollow else feeds:
+        try:
+            feed_urls[canonicalize(raw.strip(_C0_OR_SPACE), base, max_url_length)] = None
+        except URLError as exc:
+            refused[exc.reason] += 1
     if embeds is None:
-        return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated)
+        return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated,
+                             feeds=list(feed_urls))
     # Requisites are fetched whatever nofollow says: they are part of the page, not links.
     resolved, embeds_refused = resolve(embeds, base, max_url_length, query_encoding)
     return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated,
-                         resolved, embeds_refused, embeds.truncated)
+                         resolved, embeds_refused, embeds.truncated, list(feed_urls))
 
 
 @functools.lru_cache(maxsize=16384)

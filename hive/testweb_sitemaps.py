@@ -1,0 +1,191 @@
+"""Sitemap and feed hosts of the synthetic web: their documents as bytes, and the expected answers.
+
+:class:`SitemapWeb` is pure: ``respond(host, path)`` gives the :class:`Document`
+a host serves (None: not found), built from the names and the port alone, so
+a server (hive.testweb) can serve it and a test can predict what a crawler
+should find. Hosts are ``sm-<kind>.<domain>``; every one serves ``/`` (a page
+with no links) and a robots.txt that allows all and names its sitemaps::
+
+    orphans      /sitemap.xml lists /orphan/<i>.html, pages no link reaches
+    index        /sitemap_index.xml -> /sitemap-a.xml.gz, /sitemap-b.xml.gz (gzipped,
+                 application/x-gzip), /nested/index.xml (an index: its child
+                 /nested/c.xml is at depth 2) and /sub/sitemap.xml.gz, which lists
+                 /elsewhere/… outside its directory (refused: sitemap_path)
+    text         /sitemap.txt, one URL per line
+    broken       /sitemap.xml cut mid-element after BROKEN_AFTER entries
+    oversize     /sitemap.xml with MAX_URLS + 1 entries (the last is past the limit)
+    cross        /sitemap.xml lists pages of cross-named and cross-unnamed
+    cross-named  robots.txt names cross's sitemap: its listed pages are allowed
+    cross-unnamed  robots.txt names nothing: its listed pages are refused (sitemap_origin)
+    feeds        / announces /feed.rss and /feed.atom, each listing /post/<i>.html
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+from dataclasses import dataclass
+
+from hive.fetch.sitemaps import MAX_URLS
+
+KINDS = ("orphans", "index", "text", "broken", "oversize", "cross", "cross-named",
+         "cross-unnamed", "feeds")
+ORPHANS = 20
+BROKEN_AFTER = 5
+POSTS = 4
+XML = "application/xml"
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    status: int
+    content_type: str
+    body: bytes
+
+
+def _urlset(urls: list[str]) -> bytes:
+    entries = "".join(
+        f"<url><loc>{url}</loc><lastmod>2024-01-{1 + i % 28:02d}</lastmod>"
+        f"<priority>0.{i % 10}</priority><changefreq>daily</changefreq></url>\n"
+        for i, url in enumerate(urls)
+    )
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NS}">\n'
+            f"{entries}</urlset>\n").encode()
+
+
+def _index(urls: list[str]) -> bytes:
+    entries = "".join(f"<sitemap><loc>{url}</loc></sitemap>\n" for url in urls)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n'
+            f"{entries}</sitemapindex>\n").encode()
+
+
+def _page(head: str = "") -> bytes:
+    return f"<!doctype html><html><head>{head}</head><body>no links</body></html>".encode()
+
+
+class SitemapWeb:
+    """The sitemap hosts under ``domain``, with URLs spelled for ``port``."""
+
+    def __init__(self, domain: str = "test", port: int = 80) -> None:
+        self.domain = domain
+        self.port = port
+
+    def host(self, kind: str) -> str:
+        return f"sm-{kind}.{self.domain}"
+
+    def url(self, kind: str, path: str) -> str:
+        netloc = self.host(kind) if self.port == 80 else f"{self.host(kind)}:{self.port}"
+        return f"http://{netloc}{path}"
+
+    # Expected answers.
+    def robots_sitemaps(self, kind: str) -> list[str]:
+        """The sitemap URLs a host's robots.txt names."""
+        paths = {
+            "orphans": ["/sitemap.xml"], "index": ["/sitemap_index.xml"],
+            "text": ["/sitemap.txt"], "broken": ["/sitemap.xml"],
+            "oversize": ["/sitemap.xml"], "cross": ["/sitemap.xml"],
+        }.get(kind, [])
+        named = [self.url(kind, path) for path in paths]
+        return [self.url("cross", "/sitemap.xml")] if kind == "cross-named" else named
+
+    def listed(self, kind: str) -> list[str]:
+        """The page URLs a host's sitemaps list, in order (allowed or not)."""
+        if kind == "orphans":
+            return [self.url(kind, f"/orphan/{i}.html") for i in range(ORPHANS)]
+        if kind == "index":
+            return [self.url(kind, f"/{part}/{i}.html") for part in ("a", "b", "nested/c")
+                    for i in range(3)] + self.refused_paths()
+        if kind == "text":
+            return [self.url(kind, f"/t/{i}.html") for i in range(ORPHANS)]
+        if kind == "broken":
+            return [self.url(kind, f"/b/{i}.html") for i in range(BROKEN_AFTER)]
+        if kind == "oversize":
+            return [self.url(kind, f"/o/{i}") for i in range(MAX_URLS + 1)]
+        if kind == "cross":
+            return [self.url(k, f"/x/{i}.html") for k in ("cross-named", "cross-unnamed")
+                    for i in range(3)]
+        if kind == "feeds":
+            return [self.url(kind, f"/post/{i}.html") for i in range(POSTS)]
+        return []
+
+    def refused_paths(self) -> list[str]:
+        """Pages the index host's subdirectory child lists outside its directory."""
+        return [self.url("index", f"/elsewhere/{i}.html") for i in range(2)]
+
+    # Serving.
+    def respond(self, host: str, path: str) -> Document | None:
+        kind = host.removeprefix("sm-").removesuffix(f".{self.domain}")
+        if kind not in KINDS or host != self.host(kind):
+            return None
+        if path == "/robots.txt":
+            lines = "".join(f"Sitemap: {url}\n" for url in self.robots_sitemaps(kind))
+            return Document(200, "text/plain", f"User-agent: *\nAllow: /\n{lines}".encode())
+        if path == "/":
+            head = ""
+            if kind == "feeds":
+                head = ('<link rel="alternate" type="application/rss+xml" href="/feed.rss">'
+                        '<link rel="alternate" type="application/atom+xml" href="/feed.atom">')
+            return Document(200, "text/html", _page(head))
+        body = self._file(kind, path)
+        if body is not None:
+            return body
+        if path.endswith(".html") or kind == "oversize":
+            return Document(200, "text/html", _page())
+        return None
+
+    def _file(self, kind: str, path: str) -> Document | None:
+        listed = self.listed(kind)
+        if kind in ("orphans", "cross") and path == "/sitemap.xml":
+            return Document(200, XML, _urlset(listed))
+        if kind == "oversize" and path == "/sitemap.xml":
+            return Document(200, XML, _oversize(self.port, self.domain))
+        if kind == "text" and path == "/sitemap.txt":
+            return Document(200, "text/plain", "".join(f"{u}\n" for u in listed).encode())
+        if kind == "broken" and path == "/sitemap.xml":
+            whole = _urlset([*listed, self.url(kind, "/b/lost.html")])
+            cut = whole.index(b"<url><loc>", whole.index(listed[-1].encode()))
+            return Document(200, XML, whole[: cut + 20])
+        if kind == "index":
+            return self._index_file(path, listed)
+        if kind == "feeds":
+            return _feed(path, listed)
+        return None
+
+    def _index_file(self, path: str, listed: list[str]) -> Document | None:
+        gz = "application/x-gzip"
+        files = {
+            "/sitemap_index.xml": (XML, _index([
+                self.url("index", "/sitemap-a.xml.gz"), self.url("index", "/sitemap-b.xml.gz"),
+                self.url("index", "/nested/index.xml"), self.url("index", "/sub/sitemap.xml.gz"),
+            ])),
+            "/sitemap-a.xml.gz": (gz, gzip.compress(_urlset(listed[0:3]))),
+            "/sitemap-b.xml.gz": (gz, gzip.compress(_urlset(listed[3:6]))),
+            "/nested/index.xml": (XML, _index([self.url("index", "/nested/c.xml")])),
+            # Listed by an index one level down: its pages are at depth 2.
+            "/nested/c.xml": (XML, _urlset(listed[6:9])),
+            "/sub/sitemap.xml.gz": (gz, gzip.compress(_urlset(self.refused_paths()))),
+        }
+        found = files.get(path)
+        return None if found is None else Document(200, *found)
+
+
+def _feed(path: str, posts: list[str]) -> Document | None:
+    if path == "/feed.rss":
+        items = "".join(f"<item><title>{i}</title><link>{u}</link>"
+                        f"<pubDate>Mon, 01 Jan 2024 00:00:0{i} GMT</pubDate></item>"
+                        for i, u in enumerate(posts))
+        body = f'<?xml version="1.0"?><rss version="2.0"><channel>{items}</channel></rss>'
+        return Document(200, "application/rss+xml", body.encode())
+    if path == "/feed.atom":
+        entries = "".join(f'<entry><link href="{u}"/><updated>2024-01-01T00:00:0{i}Z</updated>'
+                          f"</entry>" for i, u in enumerate(posts))
+        body = f'<feed xmlns="http://www.w3.org/2005/Atom">{entries}</feed>'
+        return Document(200, "application/atom+xml", body.encode())
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def _oversize(port: int, domain: str) -> bytes:
+    """MAX_URLS + 1 entries (~3.5 MB), built once per port."""
+    return _urlset(SitemapWeb(domain, port).listed("oversize"))
