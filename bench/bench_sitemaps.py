@@ -16,7 +16,7 @@ import time
 import tracemalloc
 
 from hive.fetch.sitemaps import MAX_URLS, SitemapReader
-from hive.testweb_sitemaps import SitemapWeb
+from hive.testweb.sitemaps import SitemapWeb
 
 
 def read(body: bytes) -> int:

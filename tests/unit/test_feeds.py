@@ -6,7 +6,7 @@ import gzip
 
 from hive.fetch.feeds import MAX_ITEMS, FeedItem, FeedReader, rfc822_datetime
 from hive.fetch.parse import MAX_FEEDS, extract_links
-from hive.testweb_sitemaps import POSTS, SitemapWeb
+from hive.testweb.sitemaps import POSTS, SitemapWeb
 
 FEED = "http://a.test/feed"
 

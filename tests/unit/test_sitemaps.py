@@ -30,7 +30,7 @@ from hive.fetch.sitemaps import (
     within_depth,
 )
 from hive.fetch.xmlstream import MAX_DEPTH, MAX_TOKEN
-from hive.testweb_sitemaps import BROKEN_AFTER, SitemapWeb
+from hive.testweb.sitemaps import BROKEN_AFTER, SitemapWeb
 
 SITEMAP = "http://a.test/sitemap.xml"
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -402,3 +402,10 @@ def test_testweb_broken_and_oversize() -> None:
     start = time.monotonic()
     entries, reader = read(fetch("oversize", "/sitemap.xml"), WEB.url("oversize", "/sitemap.xml"))
     assert len(entries) == MAX_URLS and reader.truncated == "max_urls", time.monotonic() - start
+
+
+def test_the_test_web_states_the_protocols_limit_as_the_reader_does() -> None:
+    from hive.fetch import sitemaps
+    from hive.testweb import sitemaps as web_sitemaps
+
+    assert web_sitemaps.MAX_URLS == sitemaps.MAX_URLS
