@@ -103,7 +103,7 @@ def _imports_in(tree: ast.AST) -> Iterator[tuple[ast.AST, int]]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def imports_of(path: Path, module: str) -> Iterator[Import]:
+def imports_of(path: Path, module: str, root: Path = ROOT) -> Iterator[Import]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     for node, line in _imports_in(tree):
         if isinstance(node, ast.Import):
@@ -113,9 +113,10 @@ def imports_of(path: Path, module: str) -> Iterator[Import]:
             if node.level:
                 raise AssertionError(f"{module}:{line}: relative import; hive imports absolutely")
             base = node.module or ""
+            package = root.joinpath(*base.split(".")).is_dir()
             for alias in node.names:
-                # ``from hive import config`` imports the module hive.config.
-                target = f"{base}.{alias.name}" if base == "hive" else base
+                # ``from hive.procs import worker`` imports the module hive.procs.worker.
+                target = f"{base}.{alias.name}" if package else base
                 yield Import(module, target, line)
 
 
@@ -133,7 +134,7 @@ def violations(root: Path = ROOT) -> list[str]:
     for path, module in source_modules(root):
         own = room(module)
         assert own is not None, module
-        for imp in imports_of(path, module):
+        for imp in imports_of(path, module, root):
             target_room = room(imp.target) if imp.target.split(".")[0] in ("hive", "cli") else None
             top = imp.target.split(".")[0]
             if target_room is not None and target_room != own \
