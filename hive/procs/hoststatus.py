@@ -8,8 +8,9 @@ largest drain. It is a lower bound: URLs still in the front queues belong to
 no host yet (``front`` counts them), and parked hosts beyond the first
 PARKED_SCAN by due time are not looked at (``unseen``).
 
-Worker side, ``HostView.stats(now)``: at most every REFRESH seconds (else the
-last answer again) it reads the bound hosts' states from memory and the first
+Worker side, ``HostView.stats(now)``: at most every REFRESH seconds, and never
+for more than 1% of the frontier thread's time (COST_FACTOR; else it gives the
+last answer again), it reads the bound hosts' states from memory and the first
 PARKED_SCAN parked ones from the store, and gives, as stats keys (values are
 numbers, so the host is in the key, as ``refusals/<reason>/<host>`` does):
 
@@ -20,7 +21,8 @@ numbers, so the host is in the key, as ``refusals/<reason>/<host>`` does):
   into STATES.
 
 Its cost per refresh is bounded by ``frontier.max_bound_hosts`` + PARKED_SCAN
-and N (``hive.status_hosts``, at most 100) keys per field, never by the number of pending URLs.
+hosts and N (``hive.status_hosts``, at most 100) keys per field, never by the
+number of pending URLs.
 
 Supervisor side, ``summary(reports, now)`` merges the workers' reports for
 ``hive status`` (``hosts`` in ``--json``), the live line and ``/metrics``;
@@ -42,6 +44,9 @@ if TYPE_CHECKING:
     from hive.core.frontier.hosts import HostState
 
 REFRESH = 2.0
+# A refresh waits at least this many times as long as the last one took, so that the view
+# costs the frontier thread at most 1% of its time, however many hosts are bound.
+COST_FACTOR = 100
 PARKED_SCAN = 1000
 PREFIX = "hosts/"
 STATES = ("parked", "waiting", "ready", "leased")
@@ -60,8 +65,9 @@ class HostView:
 
     def stats(self, now: float) -> dict[str, float]:
         if self.top and now >= self._next:
-            self._next = now + REFRESH
+            started = time.perf_counter()
             self._last = self._compute(now)
+            self._next = now + max(REFRESH, COST_FACTOR * (time.perf_counter() - started))
         return self._last
 
     def _compute(self, now: float) -> dict[str, float]:

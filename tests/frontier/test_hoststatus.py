@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from hive.core.frontier import ROBOTS, Frontier, Outcome
 from hive.core.urls import host_hash
 from hive.procs import hoststatus
@@ -75,6 +77,18 @@ def test_the_view_is_refreshed_at_most_every_few_seconds_and_can_be_off(
     assert view.stats(1.5) is first
     assert view.stats(1.0 + hoststatus.REFRESH)["hosts/time"] == 1.0 + hoststatus.REFRESH
     assert HostView(f, 0).stats(9.0) == {}
+
+
+def test_a_costly_view_is_refreshed_less_often(
+    opener: Callable[..., Opener], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """However many hosts are bound, the view takes at most 1/COST_FACTOR of the time."""
+    f = frontier_with(opener, {"a.test": 3})
+    crawl(f, 0.0, {})
+    monkeypatch.setattr(hoststatus, "COST_FACTOR", 1e12)
+    view = HostView(f, 5)
+    first = view.stats(1.0)
+    assert view.stats(1.0 + 100 * hoststatus.REFRESH) is first
 
 
 def test_parked_hosts_are_seen_and_the_front_is_counted_apart(
