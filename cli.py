@@ -21,7 +21,7 @@ from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
 from hive.procs.lifecycle import ExitCode, describe
-from hive.procs.statustext import stopping_note, waiting_note
+from hive.procs.statustext import drain_note, stopping_note, waiting_note
 from hive.storage.datadir import DataDir
 
 if TYPE_CHECKING:
@@ -186,6 +186,9 @@ class Progress:
         waiting = waiting_note(self.supervisor.waiting(), now)
         if waiting:
             line += f"  {waiting}"
+        drain = drain_note(self.supervisor.hosts())
+        if drain:
+            line += f"  {drain}"
         if self.tty:
             click.echo(f"\r{line}   ", nl=False, file=self.stream)
         else:
@@ -369,11 +372,22 @@ def format_status(status: dict[str, Any], width: int | None = None,
 @click.option("--watch", type=click.FloatRange(0, min_open=True), is_flag=False,
               flag_value=2.0, default=None, metavar="[SECONDS]",
               help="Refresh every SECONDS (default 2; more than 0).")
-def status(data_dir: Path, as_json: bool, watch: float | None) -> None:
+@click.option("--hosts", type=click.IntRange(1, config_mod.MAX_STATUS_HOSTS), is_flag=False,
+              flag_value=20, default=None, metavar="[N]",
+              help="Also the top N hosts by pending URLs (default 20), with their owner, "
+                   "next fetch, delay, back-off and robots.txt, and the drain forecast.")
+def status(data_dir: Path, as_json: bool, watch: float | None, hosts: int | None) -> None:
     """Per-process figures of a running hive; the table fits the terminal's width."""
     while True:
         result = _call(data_dir, "status")
-        click.echo(json.dumps(result, indent=2) if as_json else format_status(result))
+        if hosts is not None and isinstance(result.get("hosts"), dict):
+            result["hosts"]["top"] = result["hosts"]["top"][:hosts]
+        text = json.dumps(result, indent=2) if as_json else format_status(result)
+        if hosts is not None and not as_json:
+            from hive.procs.hoststatus import format_hosts
+
+            text += "\n\n" + format_hosts(result.get("hosts") or {"top": []}, hosts, time.time())
+        click.echo(text)
         if watch is None:
             return
         time.sleep(watch)

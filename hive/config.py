@@ -42,6 +42,8 @@ DEFAULT_FILE = _default_file()
 GZIP_LEVELS = range(4)
 # The most worker processes a hive starts (--procs and hive.procs alike).
 MAX_WORKERS = 256
+# Hosts a worker reports for `hive status --hosts` (hive/procs/hoststatus.py), at most.
+MAX_STATUS_HOSTS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,10 @@ class HiveConfig:
     outbox_window: float
     overflow: int
     stats_interval: float
+    status_hosts: int
+    metrics_port: int
+    metrics_bind: str
+    metrics_allow_remote: bool
     hung_after: float
     restart_backoff: float
     max_restarts: int
@@ -318,6 +324,7 @@ def _check_whole(cfg: Config) -> None:
     if cfg.hive.hung_after < 4 * cfg.hive.stats_interval:
         raise ConfigError("hive.hung_after: must be at least 4 x hive.stats_interval (a worker "
                           f"reports every {cfg.hive.stats_interval:g}s)")
+    _check_metrics(cfg.hive)
     if cfg.dns.min_ttl > cfg.dns.max_ttl:
         raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
     if cfg.hive.procs > MAX_WORKERS:
@@ -332,6 +339,26 @@ def _check_whole(cfg: Config) -> None:
             f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
             f"got {cfg.warc.gzip_level}"
         )
+
+
+def _check_metrics(cfg: HiveConfig) -> None:
+    """hive.status_hosts is bounded (it is sent in every report); /metrics stays on loopback
+    unless allowed beyond it."""
+    if cfg.status_hosts > MAX_STATUS_HOSTS:
+        raise ConfigError(f"hive.status_hosts: must be at most {MAX_STATUS_HOSTS}, "
+                          f"got {cfg.status_hosts}")
+    if cfg.metrics_port > 65535:
+        raise ConfigError(f"hive.metrics_port: must be at most 65535, got {cfg.metrics_port}")
+    try:
+        address = ipaddress.ip_address(cfg.metrics_bind)
+    except ValueError as exc:
+        raise ConfigError(
+            f"hive.metrics_bind: expected an IP address, got {cfg.metrics_bind!r}") from exc
+    if not address.is_loopback and not cfg.metrics_allow_remote:
+        raise ConfigError(
+            f"hive.metrics_bind: {cfg.metrics_bind} is not a loopback address; /metrics has no "
+            "authentication, so set hive.metrics_allow_remote = true to serve it beyond this "
+            "machine")
 
 
 def _check_dns(dns_cfg: DnsConfig) -> None:

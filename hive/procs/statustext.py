@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +121,18 @@ def waiting_note(waiting: dict[str, Any] | None, now: float) -> str:
             f"{duration(until - now)}): {why}")
 
 
+def drain_note(hosts: Mapping[str, Any] | None) -> str:
+    """The forecast of hive/procs/hoststatus.py: ``drain ≥ 2m05s (slowest: a.test:80, worker
+    1)``; empty before any report."""
+    forecast = (hosts or {}).get("forecast")
+    if not forecast:
+        return ""
+    note = f"drain ≥ {duration(forecast['seconds'])}"
+    if forecast.get("host") and forecast["seconds"] > 0:
+        note += f" (slowest: {forecast['host']}, worker {forecast['worker']})"
+    return note
+
+
 def stopping_note(status: dict[str, Any]) -> str:
     """What a stopping hive still waits for: fetches in flight, then processes closing."""
     if not status.get("stopping"):
@@ -155,6 +167,7 @@ def format_status(status: dict[str, Any], width: int, now: float) -> str:
         f"{status.get('cpu_window', 10):g}s",
         stopping_note(status),
         waiting_note(status.get("waiting"), now),
+        drain_note(status.get("hosts")),
         describe(row.get("stats", {}) for row in status["processes"]),
     ]
     lines += [textwrap.fill(note, width, subsequent_indent="  ", break_on_hyphens=False)

@@ -65,6 +65,7 @@ from hive.core.frontier.refusals import describe, merge
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
+from hive.procs import hoststatus
 from hive.procs.control import ControlServer
 from hive.procs.curve import ensure_keys
 from hive.procs.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir
@@ -76,6 +77,7 @@ from hive.procs.lifecycle import (
     read_failure,
     spawn_quietly,
 )
+from hive.procs.metrics import MetricsServer, serve_metrics
 from hive.procs.outbox import Outbox
 from hive.procs.resize import Resize, resize
 from hive.procs.seeds import shown
@@ -116,6 +118,7 @@ class Child:
     launched: float = 0.0
     worker: int | None = None
     cpu: deque[tuple[float, float]] = field(default_factory=deque)
+    restarts: int = 0
 
     def sample_cpu(self, now: float) -> None:
         """Record the process's CPU seconds at ``now``; keep a window of CPU_WINDOW."""
@@ -220,6 +223,7 @@ class Supervisor:
         # When the supervisor last began judging each worker's silence (see _kill_hung).
         self._heard: dict[int, float] = {}
         self._denies = 0
+        self.metrics: MetricsServer | None = None
 
     # -- open ------------------------------------------------------------------------
 
@@ -256,6 +260,9 @@ class Supervisor:
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
             "add_answer": self._add_answer, "deny_answer": self._deny_answer,
         }, curve=self.curve)
+        self.metrics = serve_metrics(self.cfg.hive)
+        if self.metrics is not None:
+            undo.callback(self.metrics.close)
         self.inbox = pull(self.ctx, endpoints.supervisor, self.curve,
                           max_bytes=SUPERVISOR_INBOX_BYTES)
         self.splitter = push(self.ctx, endpoints.splitter, self.curve)
@@ -354,6 +361,7 @@ class Supervisor:
 
     def _launch(self, child: Child) -> None:
         child.process = child.start()
+        child.restarts += child.launched > 0
         with spawn_quietly():
             child.process.start()
         child.launched = time.time()
@@ -502,7 +510,12 @@ class Supervisor:
             "fetch_total_timeout": self.cfg.fetch.total_timeout,
             "outbox": len(self.outbox),
             "resize": self.resized.to_dict() if self.resized is not None else None,
+            "hosts": self.hosts(), "metrics": self.metrics.url if self.metrics else None,
         }
+
+    def hosts(self) -> dict[str, Any]:
+        """The workers' top hosts and the drain forecast (hive/procs/hoststatus.py)."""
+        return hoststatus.summary({i: r.stats for i, r in self.reports.items()}, time.time())
 
     def totals(self) -> dict[str, float]:
         keys = ("frontier/pending", "frontier/admitted", "frontier/done/ok",
@@ -589,6 +602,10 @@ class Supervisor:
         self._kill_hung(now)
         self._reap(now)
         self._sample(now)
+        if self.metrics is not None:
+            self.metrics.publish({i: r.stats for i, r in self.reports.items()}, [
+                (c.name, c.process.pid if c.process else None, c.restarts) for c in self.children
+            ], len(self.outbox))
         if self.stopping:
             self._stop_children(now)
         else:
@@ -760,6 +777,8 @@ class Supervisor:
                     child.process.kill()
                     child.process.join(5)
         self.control.close()
+        if self.metrics is not None:
+            self.metrics.close()
         for sock in (self.inbox, self.splitter, *self.commands):
             sock.close(linger=0)
         if self.curve is not None:

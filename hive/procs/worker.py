@@ -50,6 +50,8 @@ from hive.fetch.parse import Scope, extract_links
 from hive.fetch.proxy import Proxy
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.fetch.warc import Truncation, WarcWriter
+from hive.procs.fetchtimes import FetchTimes
+from hive.procs.hoststatus import HostView
 from hive.procs.recentlinks import RecentLinks
 
 log = logging.getLogger(__name__)
@@ -201,6 +203,8 @@ class Worker:
         )
         self.on_links: LinkSink = on_links or self._admit_links
         self.counts: Counter[str] = Counter()
+        self.fetch_times = FetchTimes()
+        self.host_view = HostView(self.frontier, cfg.hive.status_hosts)
         self.delayed: dict[str, tuple[str, int | None]] = {}
         self.in_flight = 0
         self.stopping = False
@@ -374,6 +378,7 @@ class Worker:
         lease, outcome = fetched.lease, fetched.outcome
         self.frontier.done(lease, outcome, fetched.started, fetched.finished)
         self.counts[f"worker/outcome/{outcome.kind}"] += 1
+        self.fetch_times.observe(fetched.finished - fetched.started, outcome)
         record = lease.record
         self._remember_delay(record.host_key, outcome)
         self.crawl_log.write(
@@ -484,6 +489,8 @@ class Worker:
         out["worker/in_flight"] = self.in_flight
         out["links/recent_bytes"] = self.recent.held_bytes
         out.update(self.wait_stats())
+        out.update(self.fetch_times.stats())
+        out.update(self.host_view.stats(time.time()))
         return out
 
     # -- fetch threads ---------------------------------------------------------------

@@ -17,6 +17,7 @@ the same cursor step that deletes it.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 from hive.core.frontier.hosts import HostState
 from hive.storage.schema import HOST_LEVEL_SEQ, TIME_HOST, U64, parked_key
@@ -137,6 +138,19 @@ class BackQueues:
         state.parked_at = -1.0
         if self._first_parked == TIME_HOST.unpack(key):
             self._first_parked_known = False
+
+    def parked_hosts(self, limit: int) -> Iterator[int]:
+        """The host hashes of at most ``limit`` parked hosts, due first first."""
+        cursor = self.store.cursor("parked")
+        if not cursor.first():
+            return
+        for count, key in enumerate(cursor.iternext(values=False)):
+            if count >= limit:
+                return
+            yield TIME_HOST.unpack(key)[1]
+
+    def parked_count(self) -> int:
+        return self.store.entries("parked")
 
     def first_parked(self) -> tuple[float, int] | None:
         """The parked host due first: (time, host hash)."""
