@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,7 +108,7 @@ WAIT_REASONS = {
 }
 
 
-def waiting_note(waiting: dict[str, Any] | None, now: float) -> str:
+def waiting_note(waiting: Mapping[str, Any] | None, now: float) -> str:
     """What all that is left of the batch waits for, and until when; empty if nothing waits."""
     if not waiting:
         return ""
