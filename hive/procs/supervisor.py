@@ -225,20 +225,7 @@ class Supervisor:
         self.store.commit(time.time())
         self.stats = HiveStats(range(self.procs), {
             i: pages_done(worker_dir(self.data_dir, i)) for i in range(self.procs)})
-        from hive.procs.splitter import run_splitter  # imported here: only the children run them
-
-        spawn = multiprocessing.get_context("spawn")
-        cfg_data, parent = self.cfg.to_dict(), os.getpid()
-        ends = endpoints.to_dict()
-        failed = str(failure_file(self.data_dir, "splitter.log"))
-        self.children = [Child("splitter", "splitter.log", lambda: spawn.Process(
-            target=run_splitter, name="hive-splitter",
-            args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
-        for i in range(self.procs):
-            self.children.append(
-                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i),
-                      worker=i)
-            )
+        self.children = self._make_children(endpoints)
         for child in self.children:
             # A stop (a signal, a child that cannot start) ends the start-up at once.
             if self.stopping:
@@ -296,6 +283,24 @@ class Supervisor:
     def _ring(self) -> dict[str, int]:
         hive = self.cfg.hive
         return {"procs": self.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}
+
+    def _make_children(self, endpoints: Endpoints) -> list[Child]:
+        """The splitter and the workers, each started with ``spawn`` from plain data."""
+        from hive.procs.splitter import run_splitter  # imported here: only the children run them
+
+        spawn = multiprocessing.get_context("spawn")
+        cfg_data, parent = self.cfg.to_dict(), os.getpid()
+        ends = endpoints.to_dict()
+        failed = str(failure_file(self.data_dir, "splitter.log"))
+        children = [Child("splitter", "splitter.log", lambda: spawn.Process(
+            target=run_splitter, name="hive-splitter",
+            args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
+        for i in range(self.procs):
+            children.append(
+                Child(f"worker {i}", f"worker-{i:02d}.log", self._worker_starter(spawn, i),
+                      worker=i)
+            )
+        return children
 
     def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
         from hive.procs.workerproc import run_worker
