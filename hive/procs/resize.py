@@ -1,9 +1,10 @@
 """Resizing a hive: moving hosts to the worker stores a new ring names, offline.
 
 ``hive start --procs M`` on a data directory whose ``hive.json`` records
-another ring calls :func:`resize` from the supervisor's ``open()``, before any
-child starts: the supervisor holds the data directory's lock and the mover
-takes each worker directory's lock, so no process writes a store meanwhile.
+another ring calls :func:`resize` (through :func:`resize_if_changed`, which
+compares the rings) from the supervisor's ``open()``, before any child starts:
+the supervisor holds the data directory's lock and the mover takes each worker
+directory's lock, so no process writes a store meanwhile.
 This module owns that move and its policy.
 
 What moves. For every ``worker-NN`` store that exists, every host (a ``hosts``
@@ -76,7 +77,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -240,6 +241,16 @@ def record_ring(data_dir: Path, ring: Ring) -> None:
     tmp = path.with_name("hive.json.tmp")
     tmp.write_text(json.dumps(state, indent=2))
     tmp.replace(path)
+
+
+def resize_if_changed(data_dir: Path, cfg: Config, procs: int,
+                      previous: Mapping[str, Any] | None) -> Resize | None:
+    """Resize before a start whose ring (``procs``, vnodes, seed) differs from the one the
+    previous ``hive.json`` records; None on a fresh data directory or the same ring."""
+    ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
+    if previous is None or previous.get("ring") == ring.params:
+        return None
+    return resize(data_dir, cfg, procs)
 
 
 def resize(

@@ -89,7 +89,7 @@ from hive.procs.lifecycle import (
     worker_dir,
 )
 from hive.procs.outbox import Outbox
-from hive.procs.resize import Resize, resize
+from hive.procs.resize import Resize, resize_if_changed
 from hive.procs.seeds import shown
 from hive.procs.stats import HiveStats, Status, Waiting, WorkerReport
 from hive.storage.store import DB_NAMES, Store, check_file
@@ -194,9 +194,8 @@ class Supervisor:
     def _open(self, undo: contextlib.ExitStack) -> None:
         previous = read_state(self.data_dir)
         self._check_stores(previous)
-        ring = self._ring()
-        if previous is not None and previous.get("ring") != ring:
-            self.resized = resize(self.data_dir, self.cfg, self.procs)
+        self.resized = resize_if_changed(self.data_dir, self.cfg, self.procs, previous)
+        if self.resized is not None:
             log.info("%s", self.resized.summary())
         self.endpoints = endpoints = self._endpoints()
         if endpoints.run_dir is not None:
