@@ -1,6 +1,6 @@
 """What ``hive status``, the live line and ``hive stop`` say, from a status answer (pure).
 
-The supervisor's ``status`` answer (hive/procs/supervisor.py) is the one source: a row
+The supervisor's ``status`` answer (hive/procs/stats.py) is the one source: a row
 per process, the totals, what the rest of the batch waits for (``waiting``),
 whether it is stopping. This module turns it into text: a table that drops its
 least needed columns to fit the terminal's width (80 columns keep role, pid,
