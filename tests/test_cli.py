@@ -24,6 +24,7 @@ from hive.core.frontier import Frontier
 from hive.core.ring import Ring
 from hive.procs import statustext
 from hive.procs.lifecycle import ExitCode
+from hive.procs.stats import WorkerReport
 from hive.procs.supervisor import Supervisor
 from hive.storage.datadir import DataDir
 from hive.testweb import WebProcess
@@ -206,7 +207,7 @@ def test_progress_adds_a_line_per_interval_off_a_terminal(tmp_path: Path) -> Non
     progress = cli.Progress(supervisor, quiet=False, stream=stream)
     progress(100.0)
     assert stream.getvalue() == "", "nothing before the first worker report"
-    supervisor.reports[0].number = 1
+    supervisor.stats.take(WorkerReport(0, 1, False, 100.0, 100.0, {}))
     for now in (100.0, 101.0, 109.0, 110.5, 115.0, 121.0):
         progress(now)
     progress.end()

@@ -20,8 +20,9 @@ import pytest
 
 from hive import config
 from hive.core.frontier import Outcome
+from hive.procs.children import CPU_WINDOW, Child
 from hive.procs.endpoints import Endpoints
-from hive.procs.supervisor import CPU_WINDOW, Child, Supervisor
+from hive.procs.stats import HiveStats, WorkerReport
 from hive.procs.worker import DELAYED_HOSTS, Worker
 from hive.procs.workerproc import ANSWER_TTL, ANSWERS, WorkerProcess
 from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
@@ -258,43 +259,40 @@ def test_verify_passes_a_crawl_in_which_workers_own_no_host(
 # -- the figures behind them, on the real classes ---------------------------------------
 
 
-def reported(supervisor: Supervisor, worker: int, number: int, **stats: Any) -> None:
+def reported(stats: HiveStats, worker: int, number: int, **values: Any) -> None:
     """A worker's stats report as the supervisor's inbox takes it."""
-    report = supervisor.reports[worker]
-    report.number, report.stats = number, dict(stats)
-    supervisor._count_pages(worker, stats.get("frontier/done/ok"))
+    stats.take(WorkerReport(worker, number, False, 0.0, 0.0, values))
 
 
-def test_pages_this_start_ignore_a_resumes_pages_and_a_restarted_worker(tmp_path: Path) -> None:
-    supervisor = Supervisor(config.load(environ={}), tmp_path, 2)
-    supervisor._pages_seen = {0: 500, 1: 300}  # on disk at open
-    reported(supervisor, 0, 1, **{"frontier/done/ok": 500})
-    reported(supervisor, 1, 1, **{"frontier/done/ok": 310})
-    assert supervisor.pages_this_start == 10
-    reported(supervisor, 1, 2, **{"frontier/done/ok": 305})  # restarted: lost 5 uncommitted
-    reported(supervisor, 1, 3, **{"frontier/done/ok": 312})
-    assert supervisor.pages_this_start == 12
+def test_pages_this_start_ignore_a_resumes_pages_and_a_restarted_worker() -> None:
+    stats = HiveStats(range(2), {0: 500, 1: 300})  # on disk at open
+    reported(stats, 0, 1, **{"frontier/done/ok": 500})
+    reported(stats, 1, 1, **{"frontier/done/ok": 310})
+    assert stats.pages_this_start == 10
+    reported(stats, 1, 2, **{"frontier/done/ok": 305})  # restarted: lost 5 uncommitted
+    reported(stats, 1, 3, **{"frontier/done/ok": 312})
+    assert stats.pages_this_start == 12
 
 
-def test_waiting_only_when_all_that_is_left_waits(tmp_path: Path) -> None:
-    supervisor = Supervisor(config.load(environ={}), tmp_path, 2)
+def test_waiting_only_when_all_that_is_left_waits() -> None:
+    stats = HiveStats(range(2))
     left = {"frontier/pending": 3, "frontier/hosts/parked": 1}
     a = {**left, "frontier/wait/until": 900.0, "frontier/wait/why/backoff": 1,
          "frontier/wait/host/a.test:8080": 1, "frontier/wait/status": 503}
     b = {**left, "frontier/wait/until": 800.0, "frontier/wait/why/robots_retry": 1,
          "frontier/wait/host/b.test": 1}
-    reported(supervisor, 0, 1, **a)
-    assert supervisor.waiting() is None, "worker 1 has not reported yet"
-    reported(supervisor, 1, 1, **b)
-    assert supervisor.waiting() == {"until": 800.0, "why": "robots_retry", "host": "b.test",
-                                    "status": None, "worker": 1, "hosts": 2}
-    reported(supervisor, 1, 2, **a)
-    assert supervisor.waiting() == {"until": 900.0, "why": "backoff", "host": "a.test:8080",
-                                    "status": 503, "worker": 0, "hosts": 2}
-    reported(supervisor, 0, 2, **{**a, "worker/in_flight": 1})
-    assert supervisor.waiting() is None
-    reported(supervisor, 0, 3, **{**a, "frontier/hosts/ready": 1})
-    assert supervisor.waiting() is None
+    reported(stats, 0, 1, **a)
+    assert stats.waiting() is None, "worker 1 has not reported yet"
+    reported(stats, 1, 1, **b)
+    assert stats.waiting() == {"until": 800.0, "why": "robots_retry", "host": "b.test",
+                               "status": None, "worker": 1, "hosts": 2}
+    reported(stats, 1, 2, **a)
+    assert stats.waiting() == {"until": 900.0, "why": "backoff", "host": "a.test:8080",
+                               "status": 503, "worker": 0, "hosts": 2}
+    reported(stats, 0, 2, **{**a, "worker/in_flight": 1})
+    assert stats.waiting() is None
+    reported(stats, 0, 3, **{**a, "frontier/hosts/ready": 1})
+    assert stats.waiting() is None
 
 
 def test_a_workers_memory_of_delayed_hosts_is_bounded(tmp_path: Path) -> None:

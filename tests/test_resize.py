@@ -34,7 +34,7 @@ from hive.core.urls import fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.procs.lifecycle import ExitCode
 from hive.procs.outbox import Outbox
-from hive.procs.resize import Move, batches, resize
+from hive.procs.resize import Move, batches, resize, resize_if_changed
 from hive.storage.datadir import DataDir
 from hive.storage.schema import DB_NAMES, url_key
 from hive.storage.verify import verify_data_dir
@@ -284,6 +284,15 @@ def resize_through_crashes(data: Path, procs: int, now: float) -> int:
             snap = snapshot(data)
             doubles += snap.copies > len(snap.hosts)
     raise AssertionError("the move never finished")
+
+
+def test_a_start_resizes_only_on_another_ring(data: Path) -> None:
+    state = json.loads((data / "hive.json").read_text())
+    assert resize_if_changed(data, CFG, 4, None) is None, "a fresh data directory"
+    assert resize_if_changed(data, CFG, 3, state) is None, "the same ring"
+    grown = resize_if_changed(data, CFG, 4, state)
+    assert grown is not None and grown.old_procs == 3 and grown.procs == 4
+    assert json.loads((data / "hive.json").read_text())["ring"]["procs"] == 4
 
 
 def test_a_crash_at_any_commit_then_start_again(data: Path) -> None:

@@ -1,9 +1,10 @@
 """Resizing a hive: moving hosts to the worker stores a new ring names, offline.
 
 ``hive start --procs M`` on a data directory whose ``hive.json`` records
-another ring calls :func:`resize` from the supervisor's ``open()``, before any
-child starts: the supervisor holds the data directory's lock and the mover
-takes each worker directory's lock, so no process writes a store meanwhile.
+another ring calls :func:`resize` (through :func:`resize_if_changed`, which
+compares the rings) from the supervisor's ``open()``, before any child starts:
+the supervisor holds the data directory's lock and the mover takes each worker
+directory's lock, so no process writes a store meanwhile.
 This module owns that move and its policy.
 
 What moves. For every ``worker-NN`` store that exists, every host (a ``hosts``
@@ -75,7 +76,7 @@ import heapq
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -205,6 +206,16 @@ def batches(
         size += move.size
     if batch:
         yield batch
+
+
+def resize_if_changed(data_dir: Path, cfg: Config, procs: int,
+                      previous: Mapping[str, Any] | None) -> Resize | None:
+    """Resize before a start whose ring (``procs``, vnodes, seed) differs from the one the
+    previous ``hive.json`` records; None on a fresh data directory or the same ring."""
+    ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
+    if previous is None or previous.get("ring") == ring.params:
+        return None
+    return resize(data_dir, cfg, procs)
 
 
 def resize(

@@ -1,6 +1,6 @@
 """What ``hive status``, the live line and ``hive stop`` say, from a status answer (pure).
 
-The supervisor's ``status`` answer (hive/procs/supervisor.py) is the one source: a row
+The supervisor's ``status`` answer (hive/procs/stats.py) is the one source: a row
 per process, the totals, what the rest of the batch waits for (``waiting``),
 whether it is stopping. This module turns it into text: a table that drops its
 least needed columns to fit the terminal's width (80 columns keep role, pid,
@@ -108,7 +108,7 @@ WAIT_REASONS = {
 }
 
 
-def waiting_note(waiting: dict[str, Any] | None, now: float) -> str:
+def waiting_note(waiting: Mapping[str, Any] | None, now: float) -> str:
     """What all that is left of the batch waits for, and until when; empty if nothing waits."""
     if not waiting:
         return ""

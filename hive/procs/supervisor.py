@@ -19,7 +19,12 @@ pids, ring, the config in force), starts the splitter and N workers with the
   error is not restarted: the hive stops with the child's message;
 - ends the batch without races: every worker reports monotonic counters and an
   idle flag; after two successive rounds (each worker reported anew) in which
-  all are idle, all outboxes are empty and no counter moved, the hive stops.
+  all are idle, all outboxes are empty and no counter moved, the hive stops
+  (the rule: hive/procs/batchend.py).
+
+Workers are known by their integer id, in their reports and in their ``Child``
+slots (hive/procs/children.py, which also holds the restart policy); what
+``status`` shows is merged from the reports in hive/procs/stats.py.
 
 Every stop records why (``ended``) and the ``ExitCode`` that ``hive start``
 exits with. Children start with SIGINT ignored (hive/procs/lifecycle.py): a
@@ -48,7 +53,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
@@ -61,11 +66,13 @@ import zmq
 from hive import __version__
 from hive.config import Config
 from hive.core import wire
-from hive.core.frontier.refusals import describe, merge
+from hive.core.frontier.refusals import describe
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
 from hive.procs import hoststatus
+from hive.procs.batchend import BatchEnd
+from hive.procs.children import CPU_SAMPLE, CPU_WINDOW, Child
 from hive.procs.control import ControlServer
 from hive.procs.curve import ensure_keys
 from hive.procs.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir
@@ -79,8 +86,9 @@ from hive.procs.lifecycle import (
 )
 from hive.procs.metrics import MetricsServer, serve_metrics
 from hive.procs.outbox import Outbox
-from hive.procs.resize import Resize, resize
+from hive.procs.resize import Resize, resize_if_changed
 from hive.procs.seeds import shown
+from hive.procs.stats import HiveStats, Status, Waiting, WorkerReport
 from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
 from hive.storage.schema import MetaState
@@ -93,52 +101,9 @@ SEED_BATCH = 1000
 # this many hosts at a time (a worker answers for each in its stats).
 REFUSED_SHOWN = 20
 MAX_DENY = 100
-NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
-# Counters that move whenever a worker does anything with a URL (for the end of the batch).
-MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0
 # The supervisor's inbox takes only counters and acknowledgements, never batches.
 SUPERVISOR_INBOX_BYTES = 8 << 20
-# cpu% is each child's CPU time over the last CPU_WINDOW seconds, sampled every CPU_SAMPLE.
-CPU_WINDOW = 10.0
-CPU_SAMPLE = 1.0
-# pages/s is the pages this start fetched over the last RATE_WINDOW seconds.
-RATE_WINDOW = 60.0
-
-
-@dataclass(slots=True)
-class Child:
-    name: str
-    log: str
-    start: Callable[[], BaseProcess]
-    process: BaseProcess | None = None
-    deaths: deque[float] = field(default_factory=deque)
-    restart_at: float = 0.0
-    ps: psutil.Process | None = None
-    launched: float = 0.0
-    worker: int | None = None
-    cpu: deque[tuple[float, float]] = field(default_factory=deque)
-    restarts: int = 0
-
-    def sample_cpu(self, now: float) -> None:
-        """Record the process's CPU seconds at ``now``; keep a window of CPU_WINDOW."""
-        if self.ps is None:
-            return
-        try:
-            times = self.ps.cpu_times()
-        except psutil.Error:
-            return
-        samples = self.cpu
-        samples.append((now, times.user + times.system))
-        while len(samples) > 2 and now - samples[1][0] >= CPU_WINDOW:
-            samples.popleft()
-
-    def cpu_percent(self) -> float | None:
-        """CPU use over the recent window in % of one core; None before two samples."""
-        if len(self.cpu) < 2:
-            return None
-        (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
-        return round(100 * (c1 - c0) / (t1 - t0), 1) if t1 > t0 else None
 
 
 @dataclass(slots=True)
@@ -159,20 +124,6 @@ class Queued:
     def to_dict(self) -> dict[str, Any]:
         return {"accepted": self.accepted, "batches": self.batches,
                 "refused": dict(self.refused), "examples": self.examples}
-
-
-@dataclass(slots=True)
-class Report:
-    number: int = 0
-    idle: bool = False
-    time: float = 0.0
-    stats: dict[str, Any] = field(default_factory=dict)
-
-
-def errors(stats: dict[str, Any]) -> int:
-    """URLs a worker's stats count as ended in an error (every outcome not in NOT_ERRORS)."""
-    return sum(v for k, v in stats.items() if k.startswith("frontier/done/")
-               and k[14:] not in NOT_ERRORS and isinstance(v, int))
 
 
 def pages_done(store: Path) -> int:
@@ -204,20 +155,14 @@ class Supervisor:
         self.children: list[Child] = []
         self.endpoints: Endpoints | None = None
         self.started = time.time()
-        self.reports: dict[int, Report] = {i: Report() for i in range(procs)}
-        self._round_marks: dict[int, int] = {}
-        self._quiet_key: tuple[Any, ...] | None = None
-        self._quiet_rounds = 0
+        self.stats = HiveStats(range(procs))
+        self.batch = BatchEnd(range(procs))
+        # Messages the inbox took that were malformed or from no worker of this hive.
+        self.bad_messages = 0
         self._stop_sent = False
         self._children_stopped = False
         self._stop_deadline = 0.0
-        self._rates: deque[tuple[float, int]] = deque()
         self._next_cpu = 0.0
-        # Pages fetched by this start: each worker's frontier/done/ok above the highest
-        # value it had before (on disk at open, or in an earlier report), so neither a
-        # resume's old pages nor a restarted worker's first report counts as new.
-        self.pages_this_start = 0
-        self._pages_seen: dict[int, int] = {}
         self.resized: Resize | None = None
         self._last_turn = time.time()
         # When the supervisor last began judging each worker's silence (see _kill_hung).
@@ -244,9 +189,8 @@ class Supervisor:
     def _open(self, undo: contextlib.ExitStack) -> None:
         previous = self.dd.read_state()
         self._check_stores(previous)
-        ring = self._ring()
-        if previous is not None and previous.get("ring") != ring:
-            self.resized = resize(self.data_dir, self.cfg, self.procs)
+        self.resized = resize_if_changed(self.data_dir, self.cfg, self.procs, previous)
+        if self.resized is not None:
             log.info("%s", self.resized.summary())
         self.endpoints = endpoints = self._endpoints()
         if endpoints.run_dir is not None:
@@ -276,21 +220,9 @@ class Supervisor:
             added = self.add(self.seeds, time.time())
             log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
         self.store.commit(time.time())
-        self._pages_seen = {i: pages_done(self.dd.worker(i)) for i in range(self.procs)}
-        from hive.procs.splitter import run_splitter  # imported here: only the children run them
-
-        spawn = multiprocessing.get_context("spawn")
-        cfg_data, parent = self.cfg.to_dict(), os.getpid()
-        ends = endpoints.to_dict()
-        failed = str(self.dd.failure_file("splitter.log"))
-        self.children = [Child("splitter", "splitter.log", lambda: spawn.Process(
-            target=run_splitter, name="hive-splitter",
-            args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
-        for i in range(self.procs):
-            self.children.append(
-                Child(f"worker {i}", f"{self.dd.worker_name(i)}.log",
-                      self._worker_starter(spawn, i), worker=i)
-            )
+        self.stats = HiveStats(range(self.procs), {
+            i: pages_done(self.dd.worker(i)) for i in range(self.procs)})
+        self.children = self._make_children(endpoints)
         for child in self.children:
             # A stop (a signal, a child that cannot start) ends the start-up at once.
             if self.stopping:
@@ -304,7 +236,7 @@ class Supervisor:
     @property
     def reporting(self) -> bool:
         """True once a worker has reported: the start-up is over."""
-        return any(r.number for r in self.reports.values())
+        return self.stats.reporting
 
     def _check_stores(self, previous: dict[str, Any] | None) -> None:
         """Refuse to start on a damaged worker store, or without one that hive.json names.
@@ -348,6 +280,24 @@ class Supervisor:
     def _ring(self) -> dict[str, int]:
         hive = self.cfg.hive
         return {"procs": self.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}
+
+    def _make_children(self, endpoints: Endpoints) -> list[Child]:
+        """The splitter and the workers, each started with ``spawn`` from plain data."""
+        from hive.procs.splitter import run_splitter  # imported here: only the children run them
+
+        spawn = multiprocessing.get_context("spawn")
+        cfg_data, parent = self.cfg.to_dict(), os.getpid()
+        ends = endpoints.to_dict()
+        failed = str(self.dd.failure_file("splitter.log"))
+        children = [Child("splitter", "splitter.log", lambda: spawn.Process(
+            target=run_splitter, name="hive-splitter",
+            args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
+        for i in range(self.procs):
+            children.append(
+                Child(f"worker {i}", f"{self.dd.worker_name(i)}.log",
+                      self._worker_starter(spawn, i), worker=i)
+            )
+        return children
 
     def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
         from hive.procs.workerproc import run_worker
@@ -418,7 +368,7 @@ class Supervisor:
         if not isinstance(batches, list) or not all(isinstance(b, int) for b in batches):
             raise ValueError("'batches' must be a list of integers")
         answer = dict.fromkeys(("new", "seen", "refused"), 0)
-        for report in self.reports.values():
+        for report in self.stats.reports.values():
             for seq in batches:
                 for kind in answer:
                     value = report.stats.get(f"add/{seq}/{kind}")
@@ -449,7 +399,7 @@ class Supervisor:
         ask = request.get("id")
         if not isinstance(ask, int):
             raise ValueError("'id' must be an integer")
-        answered = [r for r in self.reports.values() if r.stats.get(f"deny/{ask}")]
+        answered = [r for r in self.stats.reports.values() if r.stats.get(f"deny/{ask}")]
         prefix = f"deny/{ask}/"
         known = sorted({int(k[len(prefix):]) for r in answered for k in r.stats
                         if k.startswith(prefix) and k[len(prefix):].isdigit()})
@@ -482,106 +432,29 @@ class Supervisor:
     def _status(self, request: dict[str, Any]) -> object:
         return self.status()
 
-    def status(self) -> dict[str, Any]:
-        rows = []
-        for child in self.children:
-            row: dict[str, Any] = {"role": child.name, "pid": child.process.pid
-                                   if child.process else None}
-            alive = child.process is not None and child.process.is_alive()
-            row["alive"] = alive
-            row["cpu"] = child.cpu_percent() if alive else None
-            if alive and child.ps is not None:
-                try:
-                    with child.ps.oneshot():
-                        row["rss_mb"] = round(child.ps.memory_info().rss / 2**20, 1)
-                        row["open_files"] = child.ps.num_fds()
-                except psutil.Error:
-                    row["alive"] = False
-            if child.name.startswith("worker "):
-                report = self.reports[int(child.name.split()[1])]
-                row["idle"] = report.idle
-                row["stats"] = report.stats
-                row["errors"] = errors(report.stats)
-            rows.append(row)
-        return {
-            "data_dir": str(self.data_dir), "procs": self.procs, "started": self.started,
-            "stopping": self.stopping, "processes": rows, "totals": self.totals(),
-            "waiting": self.waiting(), "cpu_window": CPU_WINDOW,
-            "fetch_total_timeout": self.cfg.fetch.total_timeout,
-            "outbox": len(self.outbox),
-            "resize": self.resized.to_dict() if self.resized is not None else None,
-            "hosts": self.hosts(), "metrics": self.metrics.url if self.metrics else None,
-        }
+    def status(self) -> Status:
+        return self.stats.status(
+            [(child.row(), child.worker) for child in self.children],
+            data_dir=str(self.data_dir), started=self.started, stopping=self.stopping,
+            cpu_window=CPU_WINDOW, fetch_total_timeout=self.cfg.fetch.total_timeout,
+            outbox=len(self.outbox), bad_messages=self.bad_messages,
+            resize=self.resized.to_dict() if self.resized is not None else None,
+            hosts=self.hosts(), metrics=self.metrics.url if self.metrics else None,
+        )
 
     def hosts(self) -> dict[str, Any]:
         """The workers' top hosts and the drain forecast (hive/procs/hoststatus.py)."""
-        return hoststatus.summary({i: r.stats for i, r in self.reports.items()}, time.time())
+        return hoststatus.summary({i: r.stats for i, r in self.stats.reports.items()}, time.time())
 
     def totals(self) -> dict[str, float]:
-        keys = ("frontier/pending", "frontier/admitted", "frontier/done/ok",
-                "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",
-                "frontier/hosts/waiting", "frontier/hosts/parked", "outbox/size")
-        out: dict[str, float] = dict.fromkeys(keys, 0)
-        for report in self.reports.values():
-            for key, value in report.stats.items():
-                if key in out and isinstance(value, int | float):
-                    out[key] += value
-        out["fetched"] = sum(sum(v for k, v in r.stats.items() if k.startswith("frontier/done/")
-                                 and isinstance(v, int)) for r in self.reports.values())
-        out["errors"] = sum(errors(r.stats) for r in self.reports.values())
-        out["pages_this_start"] = self.pages_this_start
-        out["refused"] = sum(n for n, _ in merge(r.stats for r in self.reports.values()).values())
-        out["pages_per_s"] = self._rate()
-        return out
+        return self.stats.totals()
 
-    def waiting(self) -> dict[str, Any] | None:
-        """What the rest of the batch waits for, when all that is left waits.
-
-        None while a host is ready, a fetch is in flight, nothing is pending or a
-        worker has not reported (since it started).
-        Else the host due first across the workers' last reports: ``until``
-        (epoch seconds), ``why`` (``retry_after``, ``backoff``, ``robots_retry``,
-        ``crawl_delay`` or ``delay``), ``status`` (the HTTP status that put it off,
-        or None), ``host``, ``worker``, and ``hosts`` waiting in all.
-        """
-        t = self.totals()
-        if (any(r.number == 0 for r in self.reports.values()) or not t["frontier/pending"]
-                or t["worker/in_flight"] or t["frontier/hosts/ready"]):
-            return None
-        first: tuple[float, int] | None = None
-        for worker, report in self.reports.items():
-            until = report.stats.get("frontier/wait/until")
-            if isinstance(until, int | float) and (first is None or until < first[0]):
-                first = until, worker
-        if first is None:
-            return None
-        until, worker = first
-        stats = self.reports[worker].stats
-        status = stats.get("frontier/wait/status")
-
-        def named(prefix: str) -> str:
-            return next((k[len(prefix):] for k in stats if k.startswith(prefix)), "")
-
-        return {
-            "until": until, "why": named("frontier/wait/why/"),
-            "host": named("frontier/wait/host/"),
-            "status": status if isinstance(status, int) else None, "worker": worker,
-            "hosts": t["frontier/hosts/waiting"] + t["frontier/hosts/parked"],
-        }
-
-    def _rate(self) -> float:
-        """Pages this start fetched per second, over the last RATE_WINDOW seconds."""
-        if len(self._rates) < 2:
-            return 0.0
-        (t0, n0), (t1, n1) = self._rates[0], self._rates[-1]
-        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+    def waiting(self) -> Waiting | None:
+        return self.stats.waiting()
 
     def _sample(self, now: float) -> None:
         """Take this turn's samples: pages for the rate, and each child's CPU time."""
-        if not self._rates or now - self._rates[-1][0] >= 1.0:
-            self._rates.append((now, self.pages_this_start))
-            while len(self._rates) > 2 and now - self._rates[1][0] >= RATE_WINDOW:
-                self._rates.popleft()
+        self.stats.sample(now)
         clock = time.monotonic()
         if clock >= self._next_cpu:
             self._next_cpu = clock + CPU_SAMPLE
@@ -603,16 +476,16 @@ class Supervisor:
         self._reap(now)
         self._sample(now)
         if self.metrics is not None:
-            self.metrics.publish({i: r.stats for i, r in self.reports.items()}, [
+            self.metrics.publish({i: r.stats for i, r in self.stats.reports.items()}, [
                 (c.name, c.process.pid if c.process else None, c.restarts) for c in self.children
             ], len(self.outbox))
         if self.stopping:
             self._stop_children(now)
         else:
-            if self.max_pages and self.pages_this_start >= self.max_pages:
+            if self.max_pages and self.stats.pages_this_start >= self.max_pages:
                 self.request_stop(f"--max-pages {self.max_pages} reached" + self._refused(),
                                   code=ExitCode.MAX_PAGES)
-            elif self._batch_ended():
+            elif self.batch.observe(self.stats.reports, len(self.outbox)):
                 self.request_stop(
                     "the batch ended: nothing pending or in flight anywhere" + self._refused(),
                     code=ExitCode.ENDED,
@@ -622,7 +495,7 @@ class Supervisor:
     def _refused(self) -> str:
         """What the crawl refused, by reason and host, for the line that ends it (a site
         larger than its cap must show as such)."""
-        text = describe(r.stats for r in self.reports.values())
+        text = describe(r.stats for r in self.stats.reports.values())
         return f"; {text}" if text else ""
 
     def _drain(self, now: float) -> None:
@@ -634,46 +507,20 @@ class Supervisor:
             try:
                 message = wire.decode(frames)
             except wire.WireError as exc:
+                self.bad_messages += 1
                 log.warning("dropped a malformed message: %s", exc)
                 continue
-            if isinstance(message, wire.Stats) and message.worker in self.reports:
-                stats = message.values
-                report = self.reports[message.worker]
-                number = stats.get("hive/report")
-                if isinstance(number, int) and number > report.number:
-                    report.number, report.idle = number, bool(stats.get("hive/idle"))
-                    report.stats, report.time = dict(stats), now
-                    self._count_pages(message.worker, stats.get("frontier/done/ok"))
+            if isinstance(message, wire.Stats):
+                if message.worker not in self.stats.workers:
+                    self.bad_messages += 1
+                    log.warning("dropped the stats of worker %d: not a worker of this hive",
+                                message.worker)
+                    continue
+                report = WorkerReport.from_message(message, now)
+                if report is not None:
+                    self.stats.take(report)
             elif isinstance(message, wire.Ack):
                 self.outbox.ack(message.seq, message.part, message.parts)
-
-    def _count_pages(self, worker: int, done: object) -> None:
-        if not isinstance(done, int):
-            return
-        seen = self._pages_seen.get(worker, 0)
-        if done > seen:
-            self.pages_this_start += done - seen
-            self._pages_seen[worker] = done
-
-    def _batch_ended(self) -> bool:
-        """Two successive rounds with every worker idle, every outbox empty, no counter moved."""
-        marks = self._round_marks
-        if any(r.number <= marks.get(i, 0) for i, r in self.reports.items()):
-            return False
-        self._round_marks = {i: r.number for i, r in self.reports.items()}
-        quiet = len(self.outbox) == 0 and all(r.idle for r in self.reports.values())
-        key = tuple(
-            (r.stats.get("frontier/admitted"), r.stats.get("outbox/batches"),
-             r.stats.get("outbox/acked"), sum(v for k, v in r.stats.items()
-                                               if k.startswith(MOVING) and isinstance(v, int)))
-            for r in self.reports.values()
-        )
-        if not quiet or key != self._quiet_key:
-            self._quiet_key = key if quiet else None
-            self._quiet_rounds = 1 if quiet else 0
-            return False
-        self._quiet_rounds += 1
-        return self._quiet_rounds >= 2
 
     def _kill_hung(self, now: float) -> None:
         """Kill a worker whose reports have stopped for ``hive.hung_after`` seconds (hung, or
@@ -688,8 +535,8 @@ class Supervisor:
         for child in self.children:
             if child.worker is None or child.process is None or not child.process.is_alive():
                 continue
-            report = self.reports[child.worker]
-            heard = max(report.time, child.launched, self._heard.setdefault(child.worker, now))
+            heard = max(self.stats.last_heard(child.worker), child.launched,
+                        self._heard.setdefault(child.worker, now))
             if now - heard > limit:
                 log.warning("%s sent no report for %.0fs (hung or stopped); killing it to "
                             "restart it", child.name, now - heard)
@@ -720,26 +567,23 @@ class Supervisor:
                     f"see {self.dd.logs / child.log}")
                 self.request_stop(f"{child.name} could not start: {why}", code=ExitCode.ERROR)
                 continue
-            if child.name.startswith("worker "):
-                worker = int(child.name.split()[1])
-                self.reports[worker] = Report()
-                self._round_marks.pop(worker, None)
-            child.deaths.append(now)
-            while child.deaths and now - child.deaths[0] > self.cfg.hive.restart_window:
-                child.deaths.popleft()
-            if len(child.deaths) > self.cfg.hive.max_restarts:
+            if child.worker is not None:
+                self.stats.restarted(child.worker, now)
+                self.batch.restarted(child.worker, now)
+            hive = self.cfg.hive
+            delay = child.died(now, window=hive.restart_window, max_restarts=hive.max_restarts,
+                               backoff=hive.restart_backoff)
+            if delay is None:
                 self.request_stop(
                     f"{child.name} died {len(child.deaths)} times in "
                     f"{self.cfg.hive.restart_window:g}s (last exit code {code}); see "
                     f"{self.dd.logs / child.log}", code=ExitCode.ERROR,
                 )
                 continue
-            delay = self.cfg.hive.restart_backoff * 2 ** (len(child.deaths) - 1)
-            child.restart_at = now + delay
             log.warning("%s died (exit code %s); restarting in %.1fs", child.name, code, delay)
 
     def _stop_children(self, now: float) -> None:
-        workers = [c for c in self.children if c.name.startswith("worker ")]
+        workers = [c for c in self.children if c.worker is not None]
         if not self._stop_sent:
             self._stop_sent = True
             self._stop_deadline = now + STOP_GRACE
@@ -754,7 +598,7 @@ class Supervisor:
         self._children_stopped = True
         for child in self.children:
             if child.process is not None and child.process.is_alive():
-                if child.name == "splitter":
+                if child.worker is None:
                     child.process.terminate()
                 else:
                     log.warning("%s did not stop within %gs; killing it", child.name, STOP_GRACE)

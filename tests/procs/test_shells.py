@@ -1,0 +1,279 @@
+"""The process shells built in this process and driven through ``loop_once``, over real
+ZeroMQ sockets on ipc:// in a private run directory: the splitter's shedding, a poison
+message in each shell's inbox, the supervisor's restarts and give-up, and its batch end.
+
+The supervisor's children are real processes started with ``spawn``, but stand-ins: one
+that sleeps (a child that stays up) and one that exits at once (a child that keeps dying);
+the workers' reports come from this test, through the supervisor's own inbox."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from hive import config
+from hive.core import wire
+from hive.core.record import UrlRecord
+from hive.core.ring import Ring
+from hive.procs.children import Child
+from hive.procs.endpoints import (
+    SEND_HWM,
+    Endpoints,
+    make_run_dir,
+    pull,
+    push,
+    remove_run_dir,
+    run_dir_for,
+)
+from hive.procs.lifecycle import ExitCode
+from hive.procs.splitter import Splitter
+from hive.procs.supervisor import Supervisor
+from hive.procs.workerproc import WorkerProcess
+from tests.conftest import wait_for
+
+POISON = ([b"BATCH", b"\x00"], [b"NOT A KIND", b""], [b"STATS", b"\xff", b"{"])
+
+
+@pytest.fixture
+def endpoints(tmp_path: Path) -> Iterator[Endpoints]:
+    """A private run directory short enough for every ipc:// address."""
+    run_dir = make_run_dir(run_dir_for(tmp_path))
+    yield Endpoints(run_dir)
+    remove_run_dir(run_dir)
+
+
+class Peers:
+    """This test's own sockets, all closed when it ends."""
+
+    def __init__(self) -> None:
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.sockets: list[zmq.Socket[bytes]] = []
+
+    def pull(self, endpoint: str) -> zmq.Socket[bytes]:
+        self.sockets.append(pull(self.ctx, endpoint))
+        return self.sockets[-1]
+
+    def push(self, endpoint: str) -> zmq.Socket[bytes]:
+        self.sockets.append(push(self.ctx, endpoint))
+        return self.sockets[-1]
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close(linger=0)
+        self.ctx.term()
+
+
+@pytest.fixture
+def peers() -> Iterator[Peers]:
+    made = Peers()
+    yield made
+    made.close()
+
+
+def batch(seq: int, *hosts: str) -> list[bytes]:
+    return wire.encode_batch(1, seq, [UrlRecord(f"http://{h}/", h, 0) for h in hosts])
+
+
+def received(sock: zmq.Socket[bytes], timeout: float = 0.5) -> list[list[bytes]]:
+    """Every message ``sock`` takes until it has been quiet for ``timeout`` seconds."""
+    out = []
+    while sock.poll(int(timeout * 1000)):
+        out.append(sock.recv_multipart())
+    return out
+
+
+def turn_until(role: Any, predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
+    """Run ``role``'s turns (on the real clock) until ``predicate`` holds."""
+
+    def turned() -> Any:
+        role.loop_once(time.time())
+        return predicate()
+
+    return wait_for(turned, timeout, interval=0.01)
+
+
+# -- the splitter ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def splitter(endpoints: Endpoints) -> Iterator[Splitter]:
+    role = Splitter(endpoints, Ring(1), overflow=3)
+    role.open()
+    yield role
+    role.close()
+
+
+def test_the_splitter_bounds_its_overflow_within_a_turn(
+        splitter: Splitter, endpoints: Endpoints, peers: Peers) -> None:
+    """Ten batches for one worker in one turn: the overflow keeps the newest three."""
+    sender = peers.push(endpoints.splitter)
+    for seq in range(10):
+        sender.send_multipart(batch(seq, f"h{seq}.test"))
+    wait_for(lambda: splitter.inbox.poll(0) and splitter.inbox.get(zmq.EVENTS))
+    time.sleep(0.2)  # all ten in the splitter's socket before its turn
+    turn_until(splitter, lambda: splitter.counts["splitter/batches"] == 10)
+    assert splitter.counts["splitter/shed"] == 7
+    worker = peers.pull(endpoints.worker(0))
+    seqs = [wire.decode(frames).seq for frames in received(worker)]  # type: ignore[union-attr]
+    assert seqs == [7, 8, 9]
+
+
+def test_the_splitter_sheds_past_a_full_socket_and_counts_what_it_shed(
+        splitter: Splitter, endpoints: Endpoints, peers: Peers) -> None:
+    """Worker 0 is not there: its socket takes SEND_HWM messages, then a send would block.
+    The splitter never blocks: three wait in its overflow, older ones are shed, and every
+    message not counted as shed arrives once the worker is there."""
+    sender = peers.push(endpoints.splitter)
+    sent = 3 * (SEND_HWM // 3 + 10)
+    for first in range(0, sent, 3):  # three a turn: the overflow alone never sheds
+        for seq in range(first, first + 3):
+            sender.send_multipart(batch(seq, f"h{seq}.test"))
+        turn_until(splitter, lambda n=first + 3: splitter.counts["splitter/batches"] == n)
+    shed = splitter.counts["splitter/shed"]
+    assert shed > 0 and len(splitter.overflow[0]) == 3
+    worker = peers.pull(endpoints.worker(0))
+    turn_until(splitter, lambda: not splitter.overflow[0])
+    seqs = [wire.decode(frames).seq for frames in received(worker)]  # type: ignore[union-attr]
+    assert len(seqs) == sent - shed and seqs[-3:] == [sent - 3, sent - 2, sent - 1]
+
+
+def test_a_poison_message_is_counted_and_dropped_and_the_splitter_goes_on(
+        splitter: Splitter, endpoints: Endpoints, peers: Peers) -> None:
+    worker = peers.pull(endpoints.worker(0))
+    sender = peers.push(endpoints.splitter)
+    for frames in POISON:
+        sender.send_multipart(frames)
+    sender.send_multipart(batch(7, "a.test", "b.test"))
+    turn_until(splitter, lambda: splitter.counts["splitter/batches"] == 1)
+    assert splitter.counts["splitter/bad"] == len(POISON)
+    [admit] = [wire.decode(frames) for frames in received(worker)]
+    assert isinstance(admit, wire.Admit) and admit.seq == 7 and len(admit.records) == 2
+
+
+# -- the worker process ------------------------------------------------------------------
+
+
+def test_a_poison_message_is_counted_and_dropped_and_the_worker_goes_on(
+        tmp_path: Path, endpoints: Endpoints, peers: Peers) -> None:
+    cfg = config.load(environ={}).replace(fetch={"threads": 1}, hive={"stats_interval": 0.05})
+    splitter, supervisor = peers.pull(endpoints.splitter), peers.pull(endpoints.supervisor)
+    role = WorkerProcess(cfg, tmp_path / "data", 0, endpoints)
+    role.open()
+    try:
+        sender = peers.push(endpoints.worker(0))
+        for frames in POISON:
+            sender.send_multipart(frames)
+        sender.send_multipart(wire.encode_admit(
+            1, 9, 0, 1, [UrlRecord("http://a.test/", "a.test", 0)]))
+        turn_until(role, lambda: splitter.poll(0))
+        assert wire.decode(splitter.recv_multipart()) == wire.Ack(1, 9, 0, 1)
+        assert role.worker.counts["wire/bad"] == len(POISON)
+        reports = [wire.decode(f) for f in received(supervisor, 0.2)]
+        assert reports and all(isinstance(r, wire.Stats) for r in reports)
+        assert reports[-1].values["wire/bad"] == len(POISON)  # type: ignore[union-attr]
+    finally:
+        role.stopping = True
+        role.close()
+
+
+# -- the supervisor ----------------------------------------------------------------------
+
+
+class StandIns(Supervisor):
+    """A supervisor whose children are stand-ins: the splitter sleeps, and each worker
+    sleeps too or, if it is in ``dying``, exits at once with code 3. Counts launches."""
+
+    def __init__(self, *args: Any, dying: tuple[int, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dying = dying
+        self.launches: dict[str, int] = {}
+
+    def _make_children(self, endpoints: Endpoints) -> list[Child]:
+        spawn = multiprocessing.get_context("spawn")
+
+        def starter(name: str, dies: bool) -> Callable[[], Any]:
+            def start() -> Any:
+                self.launches[name] = self.launches.get(name, 0) + 1
+                if dies:
+                    return spawn.Process(target=sys.exit, args=(3,))
+                return spawn.Process(target=time.sleep, args=(60,))
+            return start
+
+        return [Child("splitter", "splitter.log", starter("splitter", False))] + [
+            Child(f"worker {i}", f"worker-{i:02d}.log", starter(f"worker {i}", i in self.dying),
+                  worker=i) for i in range(self.procs)]
+
+
+@pytest.fixture
+def opened() -> Iterator[Callable[[Supervisor], Supervisor]]:
+    """Open supervisors, and stop and close each at the end of the test."""
+    roles: list[Supervisor] = []
+
+    def open_(role: Supervisor) -> Supervisor:
+        role.open()
+        roles.append(role)
+        return role
+
+    yield open_
+    for role in roles:
+        role.request_stop("the test is over", now=True)
+        turn_until(role, lambda r=role: r.finished)  # type: ignore[misc]
+        role.close()
+
+
+def test_a_child_that_keeps_dying_is_restarted_then_given_up_on(
+        tmp_path: Path, opened: Callable[[Supervisor], Supervisor]) -> None:
+    cfg = config.load(environ={}).replace(
+        hive={"max_restarts": 2, "restart_window": 60.0, "restart_backoff": 0.5})
+    supervisor = opened(StandIns(cfg, tmp_path, 1, dying=(0,)))
+    now = time.time()
+    for _ in range(500):  # 0.5 s, then 1 s of backoff: a turn a second covers it
+        if supervisor.stopping:
+            break
+        supervisor.loop_once(now)
+        now += 1.0
+        time.sleep(0.02)
+    assert supervisor.launches == {"splitter": 1, "worker 0": 3}, "restarted twice"
+    assert supervisor.stopping and supervisor.exit_code == ExitCode.ERROR
+    assert supervisor.ended.startswith("worker 0 died 3 times in 60s (last exit code 3)")
+
+
+def test_the_batch_ends_after_two_quiet_rounds_and_a_poison_message_does_not_stop_it(
+        tmp_path: Path, endpoints: Endpoints, opened: Callable[[Supervisor], Supervisor],
+        peers: Peers) -> None:
+    supervisor = opened(StandIns(config.load(environ={}), tmp_path, 2))
+    assert supervisor.endpoints is not None
+    inbox = peers.push(supervisor.endpoints.supervisor)
+
+    def report(worker: int, number: int, **stats: wire.JsonScalar) -> None:
+        inbox.send_multipart(wire.encode_stats(worker, {
+            "hive/report": number, "hive/idle": True, "hive/time": time.time(),
+            "frontier/admitted": 5, **stats}))
+
+    def reports_in(number: int) -> bool:
+        return all(r.number == number for r in supervisor.stats.reports.values()) and len(
+            supervisor.stats.reports) == 2
+
+    for frames in POISON:
+        inbox.send_multipart(frames)
+    report(0, 1)
+    report(1, 1)
+    turn_until(supervisor, lambda: reports_in(1))
+    assert supervisor.bad_messages == len(POISON) and not supervisor.stopping
+    report(0, 2)
+    report(1, 2, **{"frontier/done/ok": 1})  # a page fetched between the rounds
+    turn_until(supervisor, lambda: reports_in(2))
+    assert not supervisor.stopping, "a counter moved: the quiet rounds start again"
+    report(0, 3)
+    report(1, 3, **{"frontier/done/ok": 1})
+    turn_until(supervisor, lambda: supervisor.stopping)
+    assert supervisor.exit_code == ExitCode.ENDED and reports_in(3)
+    assert supervisor.ended.startswith("the batch ended")
+    assert supervisor.status()["bad_messages"] == len(POISON)

@@ -1,0 +1,85 @@
+"""Worker reports merged into what ``hive status`` shows: which reports are kept, the totals,
+the rate and the status document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hive.core import wire
+from hive.procs.stats import HiveStats, Process, WorkerReport
+
+
+def report(worker: int, number: int, sent: float = 0.0, **stats: Any) -> WorkerReport:
+    return WorkerReport(worker, number, False, sent, sent + 0.5, stats)
+
+
+def test_a_report_is_read_from_its_message() -> None:
+    message = wire.Stats(3, {"hive/report": 7, "hive/idle": True, "hive/time": 12.5, "x": 1})
+    got = WorkerReport.from_message(message, 13.0)
+    assert got == WorkerReport(3, 7, True, 12.5, 13.0, dict(message.values))
+    assert WorkerReport.from_message(wire.Stats(3, {"hive/report": "7"}), 1.0) is None
+    assert WorkerReport.from_message(wire.Stats(3, {"x": 1}), 1.0) is None
+
+
+def test_only_the_newest_report_of_a_known_worker_is_kept() -> None:
+    stats = HiveStats(range(2))
+    assert stats.take(report(0, 2, a=2))
+    assert not stats.take(report(0, 1, a=1)), "out of order"
+    assert not stats.take(report(0, 2, a=3)), "the same number again"
+    assert not stats.take(report(5, 1)), "no such worker"
+    assert stats.reports[0].stats == {"a": 2} and list(stats.reports) == [0]
+    assert stats.last_heard(0) == 0.5 and stats.last_heard(1) == 0.0
+
+
+def test_after_a_restart_the_dead_process_reports_are_stale() -> None:
+    stats = HiveStats(range(1))
+    assert stats.take(report(0, 40, sent=9.0))
+    stats.restarted(0, 10.0)
+    assert not stats.reporting and stats.last_heard(0) == 0.0
+    assert not stats.take(report(0, 41, sent=9.5)), "sent before it died, arrived late"
+    assert stats.take(report(0, 1, sent=11.0)), "the new process counts from 1"
+    assert stats.take(report(0, 2, sent=12.0))
+
+
+def test_totals_sum_the_workers_and_count_errors() -> None:
+    stats = HiveStats(range(2))
+    stats.take(report(0, 1, **{"frontier/pending": 4, "frontier/done/ok": 5,
+                               "frontier/done/http_404": 2, "frontier/done/robots": 1,
+                               "refusals/max_depth": 3}))
+    stats.take(report(1, 1, **{"frontier/pending": 1, "frontier/done/dns": 1,
+                               "worker/in_flight": 2}))
+    totals = stats.totals()
+    assert totals["frontier/pending"] == 5 and totals["worker/in_flight"] == 2
+    assert totals["fetched"] == 9 and totals["errors"] == 3 and totals["refused"] == 3
+    assert totals["pages_this_start"] == 5 and totals["pages_per_s"] == 0.0
+
+
+def test_the_rate_is_the_pages_of_this_start_over_the_window() -> None:
+    stats = HiveStats(range(1), {0: 100})
+    stats.sample(1000.0)
+    stats.take(report(0, 1, **{"frontier/done/ok": 130}))
+    stats.sample(1000.5)  # within a second of the last sample: not taken
+    stats.sample(1010.0)
+    assert stats.rate() == 3.0
+    for t in range(1011, 1200):
+        stats.sample(float(t))
+    assert stats.rate() == 0.0, "the pages are older than the window"
+
+
+def test_the_status_document_carries_each_workers_report() -> None:
+    stats = HiveStats(range(2))
+    stats.take(WorkerReport(1, 1, True, 0.0, 0.0, {"frontier/done/http_500": 2}))
+    rows: list[tuple[Process, int | None]] = [
+        ({"role": "splitter", "pid": 10, "alive": True, "cpu": 1.0}, None),
+        ({"role": "worker 0", "pid": 11, "alive": True, "cpu": None}, 0),
+        ({"role": "worker 1", "pid": 12, "alive": True, "cpu": None}, 1),
+    ]
+    status = stats.status(rows, data_dir="/d", started=1.0, stopping=False, cpu_window=10.0,
+                          fetch_total_timeout=30.0, outbox=0, bad_messages=2, resize=None)
+    splitter, worker0, worker1 = status["processes"]
+    assert splitter == {"role": "splitter", "pid": 10, "alive": True, "cpu": 1.0}
+    assert worker0["stats"] == {} and worker0["idle"] is False and worker0["errors"] == 0
+    assert worker1["stats"] == {"frontier/done/http_500": 2} and worker1["idle"] is True
+    assert worker1["errors"] == 2
+    assert status["procs"] == 2 and status["bad_messages"] == 2 and status["waiting"] is None
+    assert status["totals"]["errors"] == 2
