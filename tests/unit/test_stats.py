@@ -75,7 +75,8 @@ def test_the_status_document_carries_each_workers_report() -> None:
         ({"role": "worker 1", "pid": 12, "alive": True, "cpu": None}, 1),
     ]
     status = stats.status(rows, data_dir="/d", started=1.0, stopping=False, cpu_window=10.0,
-                          fetch_total_timeout=30.0, outbox=0, bad_messages=2, resize=None)
+                          fetch_total_timeout=30.0, outbox=0, bad_messages=2, resize=None,
+                          hosts={"hosts/drain": 0.0}, metrics=None)
     splitter, worker0, worker1 = status["processes"]
     assert splitter == {"role": "splitter", "pid": 10, "alive": True, "cpu": 1.0}
     assert worker0["stats"] == {} and worker0["idle"] is False and worker0["errors"] == 0
