@@ -64,6 +64,7 @@ from hive import __version__
 from hive.config import Config
 from hive.core import wire
 from hive.core.frontier.refusals import describe, merge
+from hive.core.outcome import Kind
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
@@ -93,7 +94,7 @@ SEED_BATCH = 1000
 # this many hosts at a time (a worker answers for each in its stats).
 REFUSED_SHOWN = 20
 MAX_DENY = 100
-NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
+NOT_ERRORS = frozenset(kind.value for kind in Kind if not kind.error)
 # Counters that move whenever a worker does anything with a URL (for the end of the batch).
 MOVING = ("frontier/done/", "frontier/robots/", "frontier/retried", "worker/outcome/")
 STOP_GRACE = 60.0

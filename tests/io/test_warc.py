@@ -51,8 +51,8 @@ def exchange(n: int, **over: Any) -> dict[str, Any]:
     args: dict[str, Any] = {
         "url": f"http://a.test/page/{n}",
         "ip": "127.0.0.1",
-        "request_line": f"GET /page/{n} HTTP/1.1",
-        "request_headers": [("Host", "a.test"), ("User-Agent", "hive-test"), ("Accept", "*/*")],
+        "request": f"GET /page/{n} HTTP/1.1\r\nHost: a.test\r\nUser-Agent: hive-test\r\n"
+                   "Accept: */*\r\n\r\n".encode(),
         "status_line": "HTTP/1.1 200 OK",
         "response_headers": [
             ("Content-Type", "text/html; charset=utf-8"),
@@ -232,8 +232,8 @@ sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from hive.fetch.warc import WarcWriter
 w = WarcWriter(Path({str(tmp_path)!r}), "hive-07", 10**9, 2, "hive/test")
 for n in range(3):
-    w.write_exchange(url=f"http://a.test/{{n}}", ip=None, request_line="GET / HTTP/1.1",
-                     request_headers=[], status_line="HTTP/1.1 200 OK",
+    w.write_exchange(url=f"http://a.test/{{n}}", ip=None,
+                     request=b"GET / HTTP/1.1\\r\\n\\r\\n", status_line="HTTP/1.1 200 OK",
                      response_headers=[], body=b"x" * 5000)
 open_path = next(Path({str(tmp_path)!r}).iterdir())
 with open(open_path, "ab") as f:

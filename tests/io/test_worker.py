@@ -21,8 +21,9 @@ from hive import config
 from hive.core.frontier import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize
+from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES
 from hive.fetch.robots import RobotsRules
-from hive.procs.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
+from hive.procs.worker import Worker
 from hive.testweb import (
     UNAVAILABLE_RETRY_AFTER,
     WebProcess,
@@ -580,7 +581,7 @@ def test_big_robots_files_are_parsed_a_few_at_a_time(
     lease = Lease(ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
     try:
         threads = [
-            threading.Thread(target=worker._robots_outcome,
+            threading.Thread(target=worker.pipeline._robots_outcome,
                              args=(lease, None, 200, body, 0.0, 0.0, ""))
             for _ in range(8)
         ]
