@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from hive.config import load
 from hive.errors import ConfigError
+from hive.fetch import client as fetch_module
 from hive.fetch import cookies as cookies_module
-from hive.fetch import fetch as fetch_module
 from hive.fetch.client import (
     Fetcher,
     FetchResult,
