@@ -22,6 +22,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from hive.core.outcome import parse_kinds
 from hive.errors import ConfigError
 from hive.fetch.proxy import Proxy
 
@@ -329,6 +330,12 @@ def _check_whole(cfg: Config) -> None:
         raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
     if cfg.hive.procs > MAX_WORKERS:
         raise ConfigError(f"hive.procs: must be at most {MAX_WORKERS}, got {cfg.hive.procs}")
+    for key, kinds in (("frontier.retry_outcomes", cfg.frontier.retry_outcomes),
+                       ("politeness.host_failure_outcomes", cfg.politeness.host_failure_outcomes)):
+        try:
+            parse_kinds(key, kinds)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     _check_dns(cfg.dns)
     if cfg.sitemaps.base_level > cfg.frontier.levels:
         raise ConfigError(f"sitemaps.base_level: must be at most frontier.levels "

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hive.config import PolitenessConfig
+from hive.core.outcome import Kind, parse_kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +43,14 @@ class Politeness:
     backoff_base: float
     backoff_max: float
     retry_after_cap: float
-    host_failures: frozenset[str]
+    host_failures: frozenset[Kind]
 
     @classmethod
     def from_config(cls, cfg: PolitenessConfig) -> Politeness:
         return cls(
             cfg.delay_factor, cfg.min_delay, cfg.max_delay, cfg.crawl_delay_cap,
             cfg.backoff_base, cfg.backoff_max, cfg.retry_after_cap,
-            frozenset(cfg.host_failure_outcomes),
+            parse_kinds("politeness.host_failure_outcomes", cfg.host_failure_outcomes),
         )
 
     def backoff(self, n: int) -> float:

@@ -10,6 +10,7 @@ records, their rotation and their recovery after a crash. Policy:
   see ordinary gzip members; recovery reads them back with ``zlib``.
 * **Each fetch is a request record followed by a response record**, written
   with one ``write(2)`` and linked both ways by ``WARC-Concurrent-To``. The
+  request block is the request head exactly as the fetcher sent it. The
   response block is the status line, the headers and the body *as received*:
   still content-encoded, but de-chunked. A ``Transfer-Encoding`` header no longer
   describes such a body, so it is stored renamed to
@@ -343,8 +344,7 @@ class WarcWriter:
         *,
         url: str,
         ip: str | None,
-        request_line: str,
-        request_headers: Headers,
+        request: bytes,
         status_line: str,
         response_headers: Headers,
         body: bytes,
@@ -353,14 +353,15 @@ class WarcWriter:
     ) -> WarcLocation:
         """Write a request record and its response record, and return once both are in the kernel.
 
-        ``request_line``/``request_headers``: the request as sent (``GET /p HTTP/1.1``).
+        ``request``: the request head as the fetcher sent it, byte for byte (request
+        line, headers in their order and case, the empty line), stored as it is.
         ``status_line``/``response_headers``/``body``: the response as received, the
         body de-chunked but still content-encoded. ``truncated`` names why the body
         is incomplete (``"length"`` at the size cap). ``date``: when the fetch
         started (default: now). Returns where the response record is.
         """
         when = warc_date(self._now() if date is None else date)
-        request_block = http_head(request_line, request_headers)
+        request_block = request
         response_block = http_head(status_line, rewrite_transfer_encoding(response_headers)) + body
         request_fields = [
             ("WARC-Type", "request"),

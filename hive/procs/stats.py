@@ -29,8 +29,9 @@ from typing import Any, TypedDict
 
 from hive.core import wire
 from hive.core.frontier.refusals import merge
+from hive.core.outcome import Kind
 
-NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied"})
+NOT_ERRORS = frozenset(kind.value for kind in Kind if not kind.error)
 # The counters summed across workers for the totals (the rest are drawn from several).
 TOTAL_KEYS = ("frontier/pending", "frontier/admitted", "frontier/done/ok",
               "worker/in_flight", "frontier/hosts/bound", "frontier/hosts/ready",

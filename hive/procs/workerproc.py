@@ -28,6 +28,7 @@ import zmq
 
 from hive.config import Config, from_dict
 from hive.core import wire
+from hive.core.outcome import Kind
 from hive.core.record import UrlRecord
 from hive.core.urls import host_hash
 from hive.procs.endpoints import Endpoints, incoming, pull, push
@@ -154,7 +155,7 @@ class WorkerProcess:
                 if isinstance(host, str):
                     if isinstance(ask, int) and frontier.back.host(host_hash(host)) is not None:
                         self._answer(f"deny/{ask}/{i}", 1, now)
-                    frontier.block(host, "denied", now)
+                    frontier.block(host, Kind.DENIED, now)
             if isinstance(ask, int):
                 self._answer(f"deny/{ask}", 1, now)
         else:

@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from hive.procs.recentlinks import RecentLinks
+from hive.core.recentlinks import RecentLinks
 
 
 def _two_url_budget(urls: list[str]) -> int:

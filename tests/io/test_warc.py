@@ -37,6 +37,8 @@ from hive.fetch.warc import (
     warc_date,
     warc_record,
 )
+from hive.procs.worker import Worker
+from tests.io.test_fetch import OK, Server
 
 HTML = b"<!doctype html><html><head><title>t</title></head><body>" + b"<p>hello</p>" * 300
 NAME_RE = re.compile(r"^hive-07-\d{14}-(\d{5})\.warc\.gz$")
@@ -51,8 +53,8 @@ def exchange(n: int, **over: Any) -> dict[str, Any]:
     args: dict[str, Any] = {
         "url": f"http://a.test/page/{n}",
         "ip": "127.0.0.1",
-        "request_line": f"GET /page/{n} HTTP/1.1",
-        "request_headers": [("Host", "a.test"), ("User-Agent", "hive-test"), ("Accept", "*/*")],
+        "request": f"GET /page/{n} HTTP/1.1\r\nHost: a.test\r\nUser-Agent: hive-test\r\n"
+                   "Accept: */*\r\n\r\n".encode(),
         "status_line": "HTTP/1.1 200 OK",
         "response_headers": [
             ("Content-Type", "text/html; charset=utf-8"),
@@ -234,8 +236,8 @@ sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from hive.fetch.warc import WarcWriter
 w = WarcWriter(Path({str(tmp_path)!r}), "hive-07", 10**9, 2, "hive/test")
 for n in range(3):
-    w.write_exchange(url=f"http://a.test/{{n}}", ip=None, request_line="GET / HTTP/1.1",
-                     request_headers=[], status_line="HTTP/1.1 200 OK",
+    w.write_exchange(url=f"http://a.test/{{n}}", ip=None,
+                     request=b"GET / HTTP/1.1\\r\\n\\r\\n", status_line="HTTP/1.1 200 OK",
                      response_headers=[], body=b"x" * 5000)
 open_path = next(Path({str(tmp_path)!r}).iterdir())
 with open(open_path, "ab") as f:
@@ -447,3 +449,42 @@ def test_record_ids_are_distinct_version_4_uuids() -> None:
         parsed = uuid.UUID(value[10:-1])
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
         assert str(parsed) == value[10:-1]
+
+
+def test_the_request_record_is_the_request_as_the_server_received_it(tmp_path: Path) -> None:
+    """Each request record's block is byte for byte what reached the server: header order,
+    case and spacing as sent (a configured ``from:crawler@...`` with no space, an odd-cased
+    name, the cookie the page set), never a parse of it written again."""
+    def page_with_cookie(server: Server, sock: Any, head: bytes) -> bool:
+        if b" /b " in head.partition(b"\r\n")[0]:
+            return OK(server, sock, head)
+        body = b"<a href='/b'>b</a>"
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nSet-Cookie: s=1\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        return True
+
+    server = Server(page_with_cookie)
+    cfg = config.load(environ={}).replace(
+        dns={"resolve": ["raw.test=127.0.0.1"], "allow_nets": ["127.0.0.1/32"]},
+        politeness={"min_delay": 0.01, "max_delay": 0.05},
+        fetch={"threads": 1, "cookies": True,
+               "headers": ["X-Odd-CASE:  two spaces", "from:crawler@example.test"]},
+    )
+    worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    try:
+        worker.add([f"http://raw.test:{server.port}/"], 0.0)
+        assert worker.run_until_idle(timeout=30)
+    finally:
+        worker.close()
+        server.close()
+    blocks = []
+    for path in sorted((tmp_path / "warc").glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f, no_record_parse=True):
+                if record.rec_type == "request":
+                    blocks.append(record.raw_stream.read())
+    assert [b.partition(b"\r\n")[0] for b in blocks] == [
+        b"GET /robots.txt HTTP/1.1", b"GET / HTTP/1.1", b"GET /b HTTP/1.1"]
+    assert b"\r\nX-Odd-CASE:  two spaces\r\nfrom:crawler@example.test\r\n" in blocks[1]
+    assert b"\r\nCookie: s=1\r\n" in blocks[2]
+    assert blocks == server.requests

@@ -20,9 +20,10 @@ from warcio.archiveiterator import ArchiveIterator
 from hive import config
 from hive.core.frontier import ROBOTS, Lease
 from hive.core.record import UrlRecord
-from hive.core.urls import canonicalize
+from hive.core.urls import canonicalize, host_hash
+from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES
 from hive.fetch.robots import RobotsRules
-from hive.procs.worker import BIG_ROBOTS, ROBOTS_PARSES, Worker
+from hive.procs.worker import Worker
 from hive.testweb import (
     WebProcess,
     as_received,
@@ -580,7 +581,7 @@ def test_big_robots_files_are_parsed_a_few_at_a_time(
     lease = Lease(ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
     try:
         threads = [
-            threading.Thread(target=worker._robots_outcome,
+            threading.Thread(target=worker.pipeline._robots_outcome,
                              args=(lease, None, 200, body, 0.0, 0.0, ""))
             for _ in range(8)
         ]
@@ -623,3 +624,40 @@ def test_rules_lost_from_the_store_are_fetched_again_not_ignored(tmp_path: Path)
     finally:
         web.close()
     assert [path for path, _, _ in web.requests("victim.rb.test")] == ["/robots.txt"] * 2
+
+
+def test_unreadable_rules_while_fresh_mean_robots_txt_again_before_any_page(
+    web_server: WebProcess, tmp_path: Path
+) -> None:
+    """A host's robots.txt was fetched and its rules kept; then the stored entry becomes
+    unreadable (damaged) while the host's state still holds it fresh (robots_until a day
+    ahead). After a restart, the host's next page waits for robots.txt to be fetched again:
+    at the server, the first request after the damage is /robots.txt, never a page."""
+    host = next(h for h, kind in web_server.web.robots.items() if kind == "standard")
+    cfg = crawl_config(web_server, frontier={"max_depth": 0})
+    key = f"{host}:{web_server.port}"
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+    try:
+        worker.add([web_server.url(host, "/")], time.time())
+        assert worker.run_until_idle(timeout=30)
+        assert worker.frontier.store.get("robots", key.encode())
+    finally:
+        worker.close()
+    damaged_at = time.time()
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+    try:
+        state = worker.frontier.back.host(host_hash(key))
+        assert state is not None and state.robots_state("http")[0] > time.time() + 3600
+        worker.frontier.store.put("robots", key.encode(), b"\x02damaged")
+        worker.frontier.commit(time.time())
+        page = web_server.url(host, "/?after=damage")  # not seen: / linked nothing at depth 0
+        worker.add([page], time.time())
+        assert worker.run_until_idle(timeout=30)
+        assert worker.stats()["robots/corrupt"] >= 1
+    finally:
+        worker.close()
+    wait_for(lambda: any(r.hostname == host and r.start > damaged_at and r.path != "/robots.txt"
+                         for r in web_server.requests), 10)
+    after = sorted((r for r in web_server.requests if r.hostname == host and r.start > damaged_at),
+                   key=lambda r: r.start)
+    assert [r.path for r in after] == ["/robots.txt", page.split(key, 1)[1]]

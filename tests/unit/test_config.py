@@ -112,3 +112,22 @@ def test_every_source_is_checked_before_a_start(environ: dict[str, str],
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
         config.load(overrides=overrides, environ=environ)
     assert config.load(overrides=("hive.procs=256",), environ={}).hive.procs == 256
+
+
+@pytest.mark.parametrize("override, key, bad", [
+    ("frontier.retry_outcomes=['timout']", "frontier.retry_outcomes", "timout"),
+    ("frontier.retry_outcomes=['timeout', 'http_5xx']", "frontier.retry_outcomes", "http_5xx"),
+    ("politeness.host_failure_outcomes=['conect']", "politeness.host_failure_outcomes", "conect"),
+    ("frontier.retry_outcomes=['ok']", "frontier.retry_outcomes", "ok"),
+])
+def test_an_unknown_outcome_kind_is_refused_with_the_valid_ones(
+    override: str, key: str, bad: str
+) -> None:
+    """A misspelt kind would load silently and turn retries (or host back-off) off."""
+    with pytest.raises(ConfigError) as caught:
+        config.load(overrides=[override], environ={})
+    message = str(caught.value)
+    assert message.startswith(f"{key}: {bad!r} is not")
+    assert "valid kinds: dns, connect, timeout," in message and "http_<status>" in message
+    cfg = config.load(overrides=["frontier.retry_outcomes=['timeout', 'http_418']"], environ={})
+    assert cfg.frontier.retry_outcomes == ["timeout", "http_418"]

@@ -44,6 +44,7 @@ from hive.core.frontier.hosts import HostState
 from hive.core.frontier.priority import Prioritizer, load_prioritizer
 from hive.core.frontier.refusals import Refusals
 from hive.core.frontier.seen import SeenSet
+from hive.core.outcome import Kind, Outcome, parse_kinds
 from hive.core.politeness import Politeness
 from hive.core.record import UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
@@ -58,7 +59,7 @@ ROBOTS = "robots"
 # What decoding a damaged record raises: it is set aside, never retried every turn.
 DAMAGED = (ValueError, struct.error)
 # A page whose links could not be handed on: always retried, never done with its links lost.
-HANDOFF_FAILED = "handoff_failed"
+HANDOFF_FAILED = Kind.HANDOFF_FAILED
 EVICTION_SAMPLE = 16
 # The refusals tally is saved with a commit at most this often (and at close): it is a
 # report, and a crash costs it at most this much of its counts.
@@ -80,18 +81,6 @@ class Lease:
     host_hash: int
     record: UrlRecord
     key: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What became of a lease. ``contacted`` is False when no request reached the host."""
-
-    kind: str
-    status: int | None = None
-    contacted: bool = True
-    retry_after: float | None = None
-    crawl_delay: float | None = None
-    robots_until: float | None = None
 
 
 class Ready(NamedTuple):
@@ -124,7 +113,8 @@ class Frontier:
         self.crawl_delay_skip = crawl_delay_skip
         self.rng = rng or random.Random()
         self.prioritize: Prioritizer = load_prioritizer(cfg.prioritizer)
-        self.retryable = frozenset(cfg.retry_outcomes) | {HANDOFF_FAILED}
+        self.retryable = parse_kinds("frontier.retry_outcomes", cfg.retry_outcomes) | {
+            HANDOFF_FAILED}
         self.store = Store(
             path, map_size_mb=cfg.map_size_mb, txn_max_ops=cfg.txn_max_ops,
             sync_interval=cfg.sync_interval,
@@ -500,7 +490,7 @@ class Frontier:
             # failure neither grows nor resets the count, a robots.txt retry has its own clock.
             if kind in self.politeness.host_failures:
                 host.failures = min(host.failures + 1, MAX_FAILURES)
-            elif (page and kind not in self.retryable) or kind == "robots_ok":
+            elif (page and kind not in self.retryable) or kind == Kind.ROBOTS_OK:
                 host.failures = 0
             host.delay = self.politeness.delay(
                 download, host.crawl_delay, outcome.retry_after, host.failures,
@@ -542,8 +532,8 @@ class Frontier:
         scheme = record.url.split(":", 1)[0]
         _, tries = host.robots_state(scheme)
         until = outcome.robots_until or finished
-        if outcome.kind in ("robots_ok", "robots_stale"):
-            host.set_robots_state(scheme, until, 0 if outcome.kind == "robots_ok" else tries + 1)
+        if outcome.kind in (Kind.ROBOTS_OK, Kind.ROBOTS_STALE):
+            host.set_robots_state(scheme, until, 0 if outcome.kind == Kind.ROBOTS_OK else tries + 1)
             host.crawl_delay = outcome.crawl_delay or 0.0
             if self.crawl_delay_skip and host.crawl_delay > self.politeness.crawl_delay_cap:
                 host.blocked = "crawl_delay_too_long"
@@ -552,9 +542,9 @@ class Frontier:
                     host.next_allowed,
                     finished + min(host.crawl_delay, self.politeness.crawl_delay_cap),
                 )
-        elif outcome.kind == "robots_unreachable":
+        elif outcome.kind == Kind.ROBOTS_UNREACHABLE:
             host.set_robots_state(scheme, until, 0)
-        elif outcome.kind == "robots_retry":
+        elif outcome.kind == Kind.ROBOTS_RETRY:
             host.set_robots_state(scheme, host.robots_state(scheme)[0], tries + 1)
             if outcome.retry_after:
                 host.next_allowed = max(host.next_allowed, finished + outcome.retry_after)

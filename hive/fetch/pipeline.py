@@ -1,0 +1,484 @@
+"""The fetch pipeline: one lease from the frontier to its Outcome.
+
+lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
+→ robots.txt → fetch through the one fetcher → WARC records (flushed before
+the outcome is returned) → links from HTML and headers → scope → ``Fetched``.
+Every failure becomes an outcome kind; nothing raises out of ``run`` but a bug
+or a disk that cannot take the WARC records.
+
+A fetch ends as one ``Fetched``: it is the Outcome the frontier applies and it
+carries what the worker hands on (links, refusals, robots.txt rules), so no
+second result is made per page. The client's ``FetchResult`` is the HTTP
+exchange it reads from.
+
+**robots.txt has one owner, this pipeline's rules cache.** The frontier leases
+an origin's robots.txt before its pages when its host state says the rules
+expired (``robots_until``), which only schedules the fetch; whether a page may
+be fetched is decided by the rules in the cache alone (``screen``). A page
+whose origin has no usable rules there (an entry lost or unreadable in the
+store, one of a format this version does not read) is never fetched: the
+worker gives it back and its origin's robots.txt is fetched first.
+
+``screen``, ``stale_rules`` and ``keep`` run on the worker's frontier thread
+(the only one that reads and writes the store behind the cache); ``run`` on a
+fetch thread. A host's politeness clock runs from when its response finished
+arriving (``finished``), as the frontier applies it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from hive import __version__
+from hive.config import Config
+from hive.core.frontier import PAGE, ROBOTS, Lease
+from hive.core.outcome import Kind, Outcome, kind
+from hive.core.politeness import Politeness
+from hive.core.record import UrlRecord
+from hive.core.urls import canonicalize, host_key
+from hive.errors import URLError
+from hive.fetch.client import Fetcher, FetchResult
+from hive.fetch.cookies import CookieJars
+from hive.fetch.dns import AddressGuard, DnsCache, Resolver
+from hive.fetch.headers import refresh_target, robots_nofollow
+from hive.fetch.parse import Scope, extract_links
+from hive.fetch.proxy import Proxy
+from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
+from hive.fetch.warc import Truncation, WarcWriter
+
+if TYPE_CHECKING:
+    from hive.core.recentlinks import RecentLinks
+
+log = logging.getLogger(__name__)
+
+# Parsing a robots.txt holds ~60 bytes per byte of it while protego reads it (30 MB for a
+# 512 KB file of wildcards, bench/bench_robots.py): at most this many fetch threads parse
+# one larger than BIG_ROBOTS at once, so T threads meeting such files hold ~60 MB, not T x 30.
+ROBOTS_PARSES = 2
+BIG_ROBOTS = 64 << 10
+
+@dataclass(slots=True, kw_only=True)
+class Fetched(Outcome):
+    """A lease's one result: its Outcome, and what the worker hands on from it."""
+
+    lease: Lease
+    started: float
+    finished: float
+    size: int = 0
+    message: str = ""
+    links: list[UrlRecord] = field(default_factory=list)
+    refused_links: Counter[str] = field(default_factory=Counter)
+    # The links refused by scope or a trap guard, to be counted by host and logged: (reason,
+    # url, depth).
+    refused: list[tuple[str, str, int]] = field(default_factory=list)
+    recent_links: int = 0
+    links_truncated: bool = False
+    rules: RobotsRules | None = None
+
+
+# What ``screen`` says of a lease: fetch it, give it back (its origin's rules are lost),
+# or the outcome it ends with unfetched.
+Screened = Literal["fetch", "lost"] | Fetched
+
+
+def hostname(key: str) -> str:
+    """The DNS name (or IP literal) of a host key: ``a.test:8080`` → ``a.test``."""
+    if key.startswith("["):
+        return key[1 : key.index("]")]
+    return key.rsplit(":", 1)[0] if ":" in key else key
+
+
+def truncation(result: FetchResult) -> Truncation | None:
+    """WARC-Truncated's reason for an incomplete body: the size cap, the clock, the
+    connection dropped mid-body (reset, or closed short of its length), or else."""
+    if not result.truncated:
+        return None
+    if result.outcome == Kind.TOO_LARGE:
+        return "length"
+    if result.outcome == Kind.TIMEOUT:
+        return "time"
+    return "disconnect" if result.outcome in (Kind.CONNECT, Kind.PROTOCOL) else "unspecified"
+
+
+def warcinfo_fields(cfg: Config) -> list[tuple[str, str]]:
+    """What a warcinfo record says of the crawl: its robots policy and the headers it sends."""
+    fields = [
+        ("robots", "obey" if cfg.robots.enabled else "ignore"),
+        ("http-header-user-agent", cfg.fetch.user_agent),
+    ]
+    for line in cfg.fetch.headers:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "from":
+            fields.append(("http-header-from", value.strip()))
+    return fields
+
+
+def robots_status(result: FetchResult) -> int | None:
+    """The status robots.txt's policy reads from a fetch: None unless the answer came whole.
+
+    A 2xx whose body was cut by a failure (connection dropped, timeout) or could
+    not be decoded is no robots.txt: taking it as an empty file would allow all.
+    Cut at the size cap (``too_large``, ``decoded_too_large``) it is a file: its
+    first ``robots.max_bytes`` are what RFC 9309 asks to parse.
+    """
+    if result.status is None:
+        return None
+    if result.outcome == Kind.REDIRECT or result.outcome.startswith("http_"):
+        return result.status
+    if result.outcome in (Kind.TOO_LARGE, Kind.DECODED_TOO_LARGE):
+        return result.status
+    if result.outcome != Kind.OK:
+        return None
+    codings = {
+        c.strip().lower()
+        for name, value in result.headers if name.lower() == "content-encoding"
+        for c in value.split(",")
+    } - {"", "identity"}
+    if codings and result.raw_body and result.body == result.raw_body:
+        return None  # a content coding the fetcher could not undo: the bytes are not the file
+    return result.status
+
+
+class Pipeline:
+    """The fetch pipeline of one worker (see the module docstring); shared by its threads.
+
+    ``load``/``store`` back the robots.txt rules cache (the worker's LMDB store);
+    ``crawl_delay`` reads a leased host's Crawl-delay; ``recent`` holds the links
+    handed on a moment ago (the worker's, which forgets those it could not hand
+    on); ``closing`` is set when the worker closes, to cut a wait short.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        resolver: Resolver | None,
+        warc_dir: Path,
+        name: str,
+        load: Callable[[str], bytes | None],
+        store: Callable[[str, bytes], None],
+        crawl_delay: Callable[[int], float],
+        recent: RecentLinks,
+        closing: threading.Event,
+    ) -> None:
+        self.cfg = cfg
+        self.dns = DnsCache.from_config(cfg.dns, resolver)
+        self.guard = AddressGuard.from_config(cfg.dns, cfg.fetch.proxy_allow_nets)
+        self.proxy = Proxy.parse(cfg.fetch.proxy, cfg.fetch.no_proxy)
+        self.robots_policy = RobotsPolicy.from_config(cfg)
+        self.robots = RobotsCache(
+            max(1, int(cfg.robots.cache_mb * (1 << 20))), self.robots_policy.agent,
+            load=load, store=store,
+        )
+        self.politeness = Politeness.from_config(cfg.politeness)
+        self._robots_parses = threading.BoundedSemaphore(ROBOTS_PARSES)
+        self.fetcher = Fetcher.from_config(cfg.fetch)
+        self.scope = Scope.from_config(cfg.scope)
+        self.recent = recent
+        self.cookies = CookieJars() if cfg.fetch.cookies else None
+        self.warc = (
+            WarcWriter.from_config(
+                cfg.warc, warc_dir, f"hive-{name}", f"hive/{__version__}",
+                info=warcinfo_fields(cfg),
+            )
+            if cfg.warc.enabled else None
+        )
+        self._crawl_delay = crawl_delay
+        self._closing = closing
+        self.counts: Counter[str] = Counter()
+
+    # -- the frontier thread ---------------------------------------------------------
+
+    def screen(self, lease: Lease, now: float) -> Screened:
+        """Whether a lease may be fetched, by its origin's rules in the cache.
+
+        A page its origin's rules disallow ends as ``robots``, one whose origin is
+        unreachable as ``robots_unreachable`` (a check over its budget refuses
+        too); a page whose origin has no rules in the cache is ``lost``: the
+        worker gives it back behind a new fetch of its origin's robots.txt.
+        """
+        if lease.kind != PAGE or not self.cfg.robots.enabled:
+            return "fetch"
+        rules = self.robots.get(lease.record.url, now)
+        if rules is None:
+            return "lost"
+        verdict = rules.check(lease.record.url)
+        if verdict:
+            return "fetch"
+        if verdict is None:
+            self.counts["robots/over_budget"] += 1
+        refusal = Kind.ROBOTS_UNREACHABLE if rules.kind == "unreachable" else Kind.ROBOTS
+        return Fetched(refusal, contacted=False, lease=lease, started=now, finished=now)
+
+    def stale_rules(self, lease: Lease, now: float) -> RobotsRules | None:
+        """For a robots.txt lease: its origin's expired rules, which stand in if the
+        refetch fails (RFC 9309 section 2.4)."""
+        return self.robots.stale(lease.record.url, now) if lease.kind == ROBOTS else None
+
+    def keep(self, fetched: Fetched) -> None:
+        """Keep the robots.txt rules a fetch settled, in the cache and its store."""
+        if fetched.rules is not None:
+            self.robots.put(fetched.lease.record.url, fetched.rules)
+
+    # -- a fetch thread --------------------------------------------------------------
+
+    def prefetch(self, host: str) -> None:
+        """Look a newly bound host's name up before its first fetch needs it."""
+        self.dns.lookup(hostname(host), time.time())
+
+    def run(self, lease: Lease, stale: RobotsRules | None, started: float) -> Fetched:
+        """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it."""
+        address, failed, message = self._address(lease.record.host_key, started)
+        if address is None:
+            if lease.kind == ROBOTS and failed == Kind.DNS:
+                return self._robots_outcome(lease, stale, None, b"", started, time.time(),
+                                            message)
+            return Fetched(failed, contacted=False, lease=lease, started=started,
+                           finished=time.time(), message=message)
+        if lease.kind == ROBOTS:
+            return self._fetch_robots(lease, stale, address, started)
+        host = lease.record.host_key
+        result = self._get(lease.record.url, address, host)
+        if self._sets_a_cookie_and_comes_back(lease, result):
+            # The page set a cookie and sent us back to itself, as sites that gate pages on
+            # a cookie do: ask again once, after the host's delay (its lease is still ours).
+            wait = self.politeness.delay(result.download_time, self._crawl_delay(lease.host_hash))
+            if not self._closing.wait(wait):
+                result = self._get(lease.record.url, address, host)
+        return self._page(lease, result, started)
+
+    def _address(self, host: str, now: float) -> tuple[str | None, Kind, str]:
+        """(address, outcome kind, message) for a host key: the kind is OK on success."""
+        resolution = self.dns.lookup(hostname(host), now)
+        if not resolution.ok:
+            return None, Kind.DNS, resolution.message
+        address = resolution.addresses[0]
+        refusal = self.guard.check(address)
+        if refusal is not None:
+            return None, Kind.REFUSED_ADDRESS, refusal
+        _, refusal = self._via(host, now)
+        if refusal:
+            return None, Kind.REFUSED_ADDRESS, refusal
+        return address, Kind.OK, ""
+
+    def _via(self, host: str, now: float) -> tuple[str, str]:
+        """(the proxy's address to tunnel through or "", why it may not be used or "")."""
+        proxy = self.proxy
+        if proxy is None or proxy.bypassed(hostname(host)):
+            return "", ""
+        resolution = self.dns.lookup(proxy.host, now)
+        if not resolution.ok:
+            return "", f"proxy {proxy.host}: {resolution.message}"
+        via = resolution.addresses[0]
+        return via, self.guard.check_proxy(via) or ""
+
+    def _sets_a_cookie_and_comes_back(self, lease: Lease, result: FetchResult) -> bool:
+        return (
+            self.cookies is not None and result.outcome == Kind.REDIRECT
+            and any(name.lower() == "set-cookie" for name, _ in result.headers)
+            and self._redirects_to_self(lease.record.url, result.location)
+        )
+
+    def _redirects_to_self(self, url: str, location: str | None) -> bool:
+        if not location:
+            return False
+        try:
+            return canonicalize(location, url, self.cfg.scope.max_url_length) == url
+        except URLError:
+            return False
+
+    def _get(self, url: str, address: str, host: str | None = None) -> FetchResult:
+        """GET url, its cookies sent and kept when cookies are on, and archive the exchange
+        (the request as the fetcher sent it, byte for byte)."""
+        host = host or host_key(url)
+        via = self._via(host, time.time())[0] if self.proxy is not None else ""
+        if self.cookies is None:
+            result = self.fetcher.fetch(url, address, via=via)
+        else:
+            cookie = self.cookies.header(host, url)
+            result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
+            self.cookies.keep(host, url, result.headers)
+        if self.warc is not None and result.status is not None:
+            self.warc.write_exchange(
+                url=url, ip=address, request=result.request_bytes,
+                status_line=result.status_line, response_headers=result.headers,
+                body=result.raw_body, truncated=truncation(result), date=result.started,
+            )
+        return result
+
+    def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:
+        record = lease.record
+        fetched = Fetched(
+            kind(result.outcome), result.status, retry_after=result.retry_after, lease=lease,
+            started=started, finished=result.finished, size=len(result.raw_body),
+            message=result.message,
+        )
+        if fetched.kind is Kind.OK:
+            cap = self.cfg.parse.max_links_per_page
+            links = extract_links(
+                record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
+                max_links=cap, max_url_length=self.cfg.scope.max_url_length,
+            )
+            fetched.refused_links.update(links.refused)
+            if links.truncated:
+                fetched.links_truncated = True
+                fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
+                log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
+            found = self._header_links(record.url, result.headers, links.links, fetched)
+            self._follow(fetched, found, record.depth + 1, record.hops)
+        elif fetched.kind is Kind.REDIRECT and self._redirects_to_self(record.url, result.location):
+            fetched.kind, fetched.retry_after = Kind.REDIRECT_TO_SELF, None
+            fetched.message = "redirected to itself" + (
+                " (setting a cookie: fetch.cookies is off)"
+                if any(name.lower() == "set-cookie" for name, _ in result.headers) else ""
+            )
+        elif fetched.kind is Kind.REDIRECT and result.location:
+            if record.hops >= self.cfg.fetch.max_redirect_hops:
+                fetched.kind, fetched.retry_after = Kind.REDIRECT_HOPS, None
+                fetched.message = f"more than {self.cfg.fetch.max_redirect_hops} redirects"
+            else:
+                try:
+                    target = canonicalize(
+                        result.location, record.url, self.cfg.scope.max_url_length
+                    )
+                except URLError as exc:
+                    fetched.refused_links[exc.reason] += 1
+                    fetched.message = f"redirect to {exc}"
+                else:
+                    self._follow(fetched, [target], record.depth, record.hops + 1)
+        return fetched
+
+    def _header_links(
+        self, url: str, headers: list[tuple[str, str]], links: list[str], fetched: Fetched
+    ) -> list[str]:
+        """The page's links as its response headers amend them: ``X-Robots-Tag: nofollow``
+        (or ``none``) drops them as the robots meta tag does, and a ``Refresh`` header's
+        target is followed as a meta refresh is, nofollow or not."""
+        refresh: str | None = None
+        tags: list[str] = []
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "x-robots-tag":
+                tags.append(value)
+            elif lower == "refresh" and refresh is None:
+                refresh = refresh_target(url, value)
+        if tags and self.cfg.scope.honour_nofollow and robots_nofollow(
+            tags, self.robots_policy.agent
+        ):
+            if links:
+                fetched.refused_links["nofollow"] += len(links)
+            links = []
+        if refresh is not None:
+            try:
+                target = canonicalize(refresh, url, self.cfg.scope.max_url_length)
+            except URLError as exc:
+                fetched.refused_links[exc.reason] += 1
+            else:
+                if target != url and target not in links:
+                    links = [target, *links]
+        return links
+
+    def _follow(self, fetched: Fetched, urls: list[str], depth: int, hops: int) -> None:
+        """Keep the links in scope that were not handed on a moment ago.
+
+        A link joins ``recent`` only once in scope: scope depends on the page a
+        link is found on, so one refused here may be followed from another page.
+        """
+        source, recent = fetched.lease.record.url, self.recent
+        for url in urls:
+            if url in recent:
+                fetched.recent_links += 1
+                continue
+            reason = self.scope.check(url, source)
+            if reason is not None:
+                fetched.refused_links[reason] += 1
+                fetched.refused.append((reason, url, depth))
+                continue
+            recent.add(url)
+            fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))
+
+    def _fetch_robots(
+        self, lease: Lease, stale: RobotsRules | None, address: str, started: float
+    ) -> Fetched:
+        """Fetch robots.txt, following redirects on the same host only (hive.fetch.robots).
+
+        Every hop is a request to this host under its lease, so each waits the
+        host's delay after the last response, as its pages do. A hop to another
+        host (another politeness key) is not requested: the 3xx stands, and the
+        policy reads it as an unavailable robots.txt.
+        """
+        url, hops = lease.record.url, 0
+        while True:
+            result = self._get(url, address)
+            target = (
+                self.robots_policy.next_hop(url, result.location, hops)
+                if result.outcome == Kind.REDIRECT else None
+            )
+            if target is None:
+                break
+            try:
+                target = canonicalize(target)
+            except URLError:
+                break
+            if host_key(target) != lease.record.host_key:
+                message = f"robots.txt redirects to another host: {target}"
+                return self._robots_outcome(
+                    lease, stale, result.status, b"", started, result.finished, message
+                )
+            wait = self.politeness.delay(result.download_time)
+            time.sleep(max(0.0, result.finished + wait - time.time()))
+            url, hops = target, hops + 1
+        return self._robots_outcome(
+            lease, stale, robots_status(result), result.body, started, result.finished,
+            result.message, result.retry_after,
+        )
+
+    def _robots_outcome(
+        self, lease: Lease, stale: RobotsRules | None, status: int | None, body: bytes,
+        started: float, finished: float, message: str, retry_after: float | None = None,
+    ) -> Fetched:
+        gate = self._robots_parses if len(body) > BIG_ROBOTS else contextlib.nullcontext()
+        with gate:
+            decision = self.robots_policy.from_fetch(
+                status, body, finished, attempt=lease.record.attempts + 1,
+                retry_after=retry_after, stale=stale,
+            )
+        contacted = status is not None
+        rules = decision.rules
+        fetched = Fetched(
+            Kind.ROBOTS_OK, status, contacted, lease=lease, started=started, finished=finished,
+            size=len(body), message=message,
+            rules=rules if decision.final or decision.stale else None,
+        )
+        if decision.unreachable:
+            fetched.kind, fetched.robots_until = Kind.ROBOTS_UNREACHABLE, rules.expires
+        elif decision.stale:
+            fetched.kind, fetched.robots_until = Kind.ROBOTS_STALE, rules.expires
+            fetched.crawl_delay = rules.crawl_delay()
+        elif decision.retry_at is not None:
+            fetched.kind, fetched.retry_after = Kind.ROBOTS_RETRY, decision.retry_at - finished
+        else:
+            fetched.robots_until, fetched.crawl_delay = rules.expires, rules.crawl_delay()
+        return fetched
+
+    def stats(self) -> dict[str, float]:
+        out: dict[str, float] = dict(self.dns.stats())
+        out.update(self.robots.stats())
+        out.update(self.fetcher.stats())
+        if self.warc is not None:
+            out.update(self.warc.stats())
+        out.update(self.counts)
+        return out
+
+    def close(self) -> None:
+        if self.warc is not None:
+            self.warc.close()
+        self.fetcher.close()
