@@ -52,6 +52,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("hive.config", "hive.fetch.dns"): "dns.resolve and dns.allow_nets parse as workers parse them",
     ("hive.config", "hive.fetch.proxy"): "fetch.proxy parses as the fetcher parses it",
     ("hive.config", "hive.core.frontier.priority"): "frontier.prioritizer loads as in workers",
+    ("hive.config", "hive.core.outcome"): "outcome kinds named in the config are outcome kinds",
 }
 
 #: The pure core opens no socket, thread, process or HTTP connection.

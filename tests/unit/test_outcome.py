@@ -8,7 +8,7 @@ import pytest
 
 from hive.core.outcome import Kind, kind, parse_kinds
 from hive.fetch.client import OUTCOME_KINDS
-from hive.procs.supervisor import errors
+from hive.procs.stats import errors
 
 
 def test_a_kind_is_its_old_string_everywhere() -> None:
