@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from cli import main
 from hive.procs.lifecycle import ExitCode
 from hive.testweb import Web, WebProcess
-from tests.conftest import WEB_ADDRESS
+from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import Hive, finish
 
 SECTIONS = ("summary", "rates", "outcomes", "mime", "hosts", "refusals", "depth", "waits",
@@ -78,6 +78,27 @@ def test_a_crawls_report_has_every_section_with_data(crawled: Path) -> None:
 def test_a_crawls_report_shows_its_mime_types(crawled: Path) -> None:
     found = sections(report(crawled)[1])
     assert "<svg" in found["mime"] and "text/html" in found["mime"]
+
+
+@pytest.mark.slow
+def test_a_running_crawl_gets_a_report_from_its_live_logs_and_stores(tmp_path: Path) -> None:
+    # 300 pages a host, 0.3 s apart: the crawl runs for 90 s unless stopped.
+    with WebProcess(Web(seed=4, hosts=6, pages=300, hostile=False), tmp_path / "requests.jsonl",
+                    host=WEB_ADDRESS) as web:
+        hive = Hive(tmp_path, web, politeness={"min_delay": 0.3, "max_delay": 0.5},
+                    frontier={"max_urls_per_host": 400})
+        process = hive.start(2)
+        logs = hive.data / "logs"
+        wait_for(lambda: sum(p.stat().st_size for p in logs.glob("crawl-*.jsonl")) > 4000,
+                 timeout=60)
+        assert hive.status() is not None, "the crawl should still be running"
+        output, page = report(hive.data)
+        hive.run("stop")
+        finish(process, code=ExitCode.STOPPED)
+    found = sections(page)
+    assert "<svg" in found["rates"] and "<svg" in found["hosts"]
+    assert re.search(r"[1-9][\d,]* URLs queued in hosts", found["hosts"]), found["hosts"]
+    assert 'class="note"' not in found["hosts"], "the live stores should read"
 
 
 def chromium() -> str:

@@ -29,7 +29,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:60em;color:#
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.15em .7em;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}tr:nth-child(even){background:#f4f4f4}
-.empty{color:#777;font-style:italic}.note{color:#a40}.cols{display:flex;gap:2em;flex-wrap:wrap}
+.empty{color:#777;font-style:italic}.note{color:#a40}.cols{display:flex;gap:2em;flex-wrap:wrap;align-items:flex-start}
 svg{max-width:100%;height:auto}
 """
 

@@ -22,6 +22,8 @@ What a line counts as, from hive.fetch.crawllog's fields:
 
 from __future__ import annotations
 
+import bisect
+import functools
 import heapq
 import math
 from collections import Counter
@@ -41,6 +43,8 @@ LABELS = 1000
 HOSTS = 50_000
 # A host key is at most this long (a DNS name is 253); a longer one in a damaged log is cut.
 MAX_HOST = 300
+# Lines between two prunings of the bounded counters: a counter holds at most this many more.
+BOUND_EVERY = 4096
 # Depths at or past this are counted together.
 MAX_DEPTH = 50
 # A host needs this many fetches to be ranked among the slowest.
@@ -50,18 +54,21 @@ WAIT_EDGES = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0
 
 
 class BoundedCounter:
-    """Counts by key, keeping at most ``2 * capacity`` keys; see the module docstring."""
+    """Counts by key; :meth:`bound`, called every ``BOUND_EVERY`` lines, keeps at most
+    ``2 * capacity`` keys (see the module docstring)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.counts: Counter[Any] = Counter()
         self.pruned = 0
 
-    def add(self, key: Any, amount: int = 1) -> None:
-        counts = self.counts
-        counts[key] += amount
-        if len(counts) > 2 * self.capacity:
-            self.counts = Counter(dict(counts.most_common(self.capacity)))
+    def add(self, key: Any) -> None:
+        self.counts[key] += 1
+
+    def bound(self) -> None:
+        """Keep the ``capacity`` largest counts if there are more than twice as many keys."""
+        if len(self.counts) > 2 * self.capacity:
+            self.counts = Counter(dict(self.counts.most_common(self.capacity)))
             self.pruned += 1
 
     def top(self, n: int) -> list[tuple[Any, int]]:
@@ -78,21 +85,24 @@ class TimeBuckets:
         self.buckets: dict[int, list[int]] = {}
         self._low = self._high = 0
 
-    def add(self, t: float, pages: int, fetches: int, size: int) -> None:
+    def add(self, t: float, pages: bool, fetches: bool, size: int) -> None:
         if self.origin is None:
             self.origin = t
-        index = math.floor((t - self.origin) / self.width)
-        bucket = self.buckets.get(index)
+        bucket = self.buckets.get(int((t - self.origin) // self.width))
         if bucket is None:
-            bucket = self.buckets[index] = [0, 0, 0]
-            self._low, self._high = min(self._low, index), max(self._high, index)
-            while self._high - self._low >= self.max_buckets:
-                self._widen()
-            index = math.floor((t - self.origin) / self.width)
-            bucket = self.buckets[index]
+            bucket = self._new(t)
         bucket[0] += pages
         bucket[1] += fetches
         bucket[2] += size
+
+    def _new(self, t: float) -> list[int]:
+        assert self.origin is not None
+        index = int((t - self.origin) // self.width)
+        self.buckets[index] = [0, 0, 0]
+        self._low, self._high = min(self._low, index), max(self._high, index)
+        while self._high - self._low >= self.max_buckets:
+            self._widen()
+        return self.buckets[int((t - self.origin) // self.width)]
 
     def _widen(self) -> None:
         merged: dict[int, list[int]] = {}
@@ -137,9 +147,6 @@ class Tally:
     """Everything the report shows, folded in one line at a time by :meth:`add`."""
 
     lines: int = 0
-    pages: int = 0
-    fetches: int = 0
-    size: int = 0
     first: float = math.inf
     last: float = -math.inf
     mime_lines: int = 0
@@ -157,28 +164,33 @@ class Tally:
 
     def add(self, entry: dict[str, Any]) -> None:
         self.lines += 1
+        if self.lines % BOUND_EVERY == 0:
+            for counter in (self.outcomes, self.statuses, self.mimes, self.refusals):
+                counter.bound()
+        get = entry.get
         t: float = entry["t"]
         outcome: str = entry["outcome"]
-        url: str = entry["url"]
-        status = entry.get("status")
-        size: int = entry.get("bytes", 0)
-        download: float = entry.get("dl", 0.0)
-        self.first, self.last = min(self.first, t), max(self.last, t)
-        self.outcomes.add(outcome)
+        status = get("status")
+        size: int = get("bytes", 0)
+        download: float = get("dl", 0.0)
+        if t < self.first:
+            self.first = t
+        if t > self.last:
+            self.last = t
+        self.outcomes.counts[outcome] += 1
         fetch = status is not None or download > 0
         page = fetch and outcome == "ok"
         error = outcome not in NOT_ERRORS
-        self.times.add(t, int(page), int(fetch), size)
-        self.size += size
+        self.times.add(t, page, fetch, size)
         if status is not None:
-            self.statuses.add(status)
+            self.statuses.counts[status] += 1
         if outcome == "refused":
-            self.refusals.add(entry.get("reason") or "malformed URL")
+            self.refusals.add(get("reason") or "malformed URL")
         elif outcome in REFUSAL_OUTCOMES:
             self.refusals.add(REFUSAL_OUTCOMES[outcome])
         if not (fetch or error):
             return
-        host = _host(url)
+        host = _host(entry["url"])
         stats = self.hosts.get(host)
         if stats is None:
             stats = self.hosts[host] = HostStats()
@@ -188,29 +200,36 @@ class Tally:
             stats.errors += 1
         if not fetch:
             return
-        self.fetches += 1
         stats.fetches += 1
         stats.download += download
         start = t - download
         if stats.last_end >= 0 and start >= stats.last_end:
             self._wait(start - stats.last_end)
-        stats.last_end = max(stats.last_end, t)
-        mime = entry.get("mime")
+        if t > stats.last_end:
+            stats.last_end = t
+        mime = get("mime")
         if mime:
             self.mime_lines += 1
-            self.mimes.add(mime.partition(";")[0].strip().lower()[:100])
+            self.mimes.counts[_media_type(mime)] += 1
         if page:
-            self.pages += 1
             stats.pages += 1
-            self.depths[min(int(entry.get("depth", 0)), MAX_DEPTH)] += 1
+            self.depths[min(int(get("depth", 0)), MAX_DEPTH)] += 1
+
+    @property
+    def pages(self) -> int:
+        return sum(bucket[0] for bucket in self.times.buckets.values())
+
+    @property
+    def fetches(self) -> int:
+        return sum(bucket[1] for bucket in self.times.buckets.values())
+
+    @property
+    def size(self) -> int:
+        return sum(bucket[2] for bucket in self.times.buckets.values())
 
     def _wait(self, seconds: float) -> None:
         self.wait_total += seconds
-        for k, edge in enumerate(WAIT_EDGES):
-            if seconds < edge:
-                self.waits[k] += 1
-                return
-        self.waits[-1] += 1
+        self.waits[bisect.bisect_right(WAIT_EDGES, seconds)] += 1
 
     def _prune_hosts(self) -> None:
         kept = heapq.nlargest(self.host_capacity, self.hosts.items(), key=lambda kv: kv[1].weight)
@@ -231,6 +250,12 @@ class Tally:
             key=lambda row: row[1],
         )
         return ranked
+
+
+@functools.lru_cache(maxsize=256)
+def _media_type(mime: str) -> str:
+    """A Content-Type's type/subtype, lower case, without parameters (a few kinds recur)."""
+    return mime.partition(";")[0].strip().lower()[:100]
 
 
 def _host(url: str) -> str:

@@ -9,7 +9,15 @@ from typing import Any
 from hive.fetch.crawllog import CrawlLog
 from hive.procs.supervisor import NOT_ERRORS as SUPERVISOR_NOT_ERRORS
 from hive.report.lines import MAX_LINE, Skips, log_files, read_lines
-from hive.report.tally import NOT_ERRORS, WAIT_EDGES, BoundedCounter, Tally, TimeBuckets
+from hive.report.tally import (
+    BOUND_EVERY,
+    LABELS,
+    NOT_ERRORS,
+    WAIT_EDGES,
+    BoundedCounter,
+    Tally,
+    TimeBuckets,
+)
 
 
 def line(**fields: Any) -> str:
@@ -77,9 +85,19 @@ def test_the_report_counts_as_errors_what_the_supervisor_does() -> None:
 def test_a_bounded_counter_keeps_its_largest_keys_and_says_it_pruned() -> None:
     counter = BoundedCounter(3)
     for key in range(100):
-        counter.add(key, 1000 if key < 3 else 1)
+        for _ in range(10 if key < 3 else 1):
+            counter.add(key)
+        counter.bound()
     assert len(counter.counts) <= 6 and counter.pruned > 0
     assert [k for k, _ in counter.top(3)] == [0, 1, 2]
+
+
+def test_a_log_of_endless_distinct_outcomes_keeps_the_tally_bounded() -> None:
+    tally = Tally()
+    for n in range(3 * BOUND_EVERY):
+        tally.add({"t": 1.0, "outcome": f"odd-{n}", "status": 200 + n, "url": "http://a.test/"})
+    for counter in (tally.outcomes, tally.statuses):
+        assert len(counter.counts) <= 2 * LABELS + BOUND_EVERY and counter.pruned > 0
 
 
 def test_time_buckets_widen_to_stay_bounded_and_keep_every_page() -> None:
