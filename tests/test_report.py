@@ -169,7 +169,9 @@ def test_hostile_strings_in_a_log_are_shown_not_obeyed(tmp_path: Path) -> None:
     (tmp_path / "logs" / "crawl-00.jsonl").write_text(hostile)
     page = report(tmp_path)[1]
     assert_self_contained(page)
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;$x^2$" in page
+    shown = "&lt;script&gt;alert(1)&lt;/script&gt;$x^2$"
+    assert f"<td>{shown}</td>" in page
+    assert re.search(f">{re.escape(shown)}</text>", page), "the plot's label is text, not math"
 
 
 def test_an_unreadable_store_is_named_and_the_report_still_made(tmp_path: Path) -> None:
