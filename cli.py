@@ -621,6 +621,29 @@ def index(data_dir: Path, out_path: Path | None) -> None:
 
 
 @main.command()
+@DATA
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The HTML file to write (default: DATA/report.html).")
+def report(data_dir: Path, out_file: Path | None) -> None:
+    """Write a self-contained HTML report of a running or stopped crawl, from its logs."""
+    from hive.report.crawl import collect
+    from hive.report.render import render
+
+    out_file = out_file or data_dir / "report.html"
+    try:
+        made = collect(data_dir)
+    except HiveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        out_file.write_text(render(made), encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out_file}: {exc.strerror}") from exc
+    skipped = f", {made.skips.total:,} skipped (listed in the report)" if made.skips.total else ""
+    click.echo(f"{out_file}: {made.tally.lines:,} lines from {len(made.files)} crawl log "
+               f"file(s){skipped}")
+
+
+@main.command()
 @click.option("--procs", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--hosts", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(1, 10_000), default=20, show_default=True,

@@ -24,6 +24,7 @@ ROOMS: tuple[tuple[str, str], ...] = (
     ("hive.fetch", "fetch"),
     ("hive.procs", "procs"),
     ("hive.testweb", "testweb"),
+    ("hive.report", "report"),
     ("cli", "cli"),
     ("hive", "base"),
 )
@@ -36,7 +37,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "fetch": frozenset({"base", "core"}),
     "procs": frozenset({"base", "core", "storage", "fetch"}),
     "testweb": frozenset(),
-    "cli": frozenset({"base", "core", "storage", "fetch", "procs", "testweb"}),
+    "report": frozenset({"base", "core", "storage"}),
+    "cli": frozenset({"base", "core", "storage", "fetch", "procs", "testweb", "report"}),
 }
 
 #: Outside modules (top-level names) only some rooms may import.

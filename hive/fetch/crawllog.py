@@ -2,10 +2,11 @@
 
 What Heritrix's crawl.log gives its users, as JSON lines that ``grep`` and
 ``jq`` read: time, outcome kind, HTTP status, bytes, download seconds, URL,
-the URL it was found on, depth, and a message for failures and refusals. A
-refused URL's line has the outcome ``refused`` and its ``reason`` (the config
-key or scope rule that refused it; hive/core/frontier/refusals.py bounds how many). One
-file per worker under ``DATA/logs/``, rotated past a size: the live file is
+the URL it was found on, depth, the MIME type a server gave (``mime``, when
+it gave one), and a message for failures and refusals. A refused URL's line
+has the outcome ``refused`` and its ``reason`` (the config key or scope rule
+that refused it; hive/core/frontier/refusals.py bounds how many). One file
+per worker under ``DATA/logs/``, rotated past a size: the live file is
 ``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
 worker's frontier thread; lines are flushed at each commit.
 """
@@ -40,6 +41,7 @@ class CrawlLog:
         download: float = 0.0,
         via: str = "",
         depth: int = 0,
+        mime: str = "",
         reason: str = "",
         message: str = "",
     ) -> None:
@@ -49,6 +51,7 @@ class CrawlLog:
             f'"status": {"null" if status is None else int(status)}, "bytes": {int(size)}, '
             f'"dl": {round(download, 4)!r}, "url": {_string(url)}, "via": {_string(via)}, '
             f'"depth": {int(depth)}'
+            + (f', "mime": {_string(mime)}' if mime else "")
             + (f', "reason": {_string(reason)}' if reason else "")
             + (f', "msg": {_string(message)}}}\n' if message else "}\n")
         )

@@ -74,6 +74,7 @@ class Fetched(Outcome):
     finished: float
     size: int = 0
     message: str = ""
+    mime: str = ""  # the response's Content-Type, for the crawl log
     links: list[UrlRecord] = field(default_factory=list)
     refused_links: Counter[str] = field(default_factory=Counter)
     # The links refused by scope or a trap guard, to be counted by host and logged: (reason,
@@ -319,7 +320,7 @@ class Pipeline:
         fetched = Fetched(
             kind(result.outcome), result.status, retry_after=result.retry_after, lease=lease,
             started=started, finished=result.finished, size=len(result.raw_body),
-            message=result.message,
+            message=result.message, mime=result.content_type or "",
         )
         if fetched.kind is Kind.OK:
             cap = self.cfg.parse.max_links_per_page

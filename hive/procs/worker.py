@@ -273,7 +273,7 @@ class Worker:
         self.crawl_log.write(
             fetched.finished, kind, record.url, status=fetched.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
-            depth=record.depth, message=fetched.message,
+            depth=record.depth, mime=fetched.mime, message=fetched.message,
         )
 
     def _remember_delay(self, host: str, outcome: Outcome) -> None:

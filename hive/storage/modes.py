@@ -103,13 +103,15 @@ class Txn:
 
 
 @contextmanager
-def read_only(path: Path) -> Iterator[Txn]:
+def read_only(path: Path, live: bool = False) -> Iterator[Txn]:
     """A read transaction on the stopped store at ``path``; StoreError if it is damaged or
-    cannot be opened (a directory without ``data.mdb`` among them)."""
+    cannot be opened (a directory without ``data.mdb`` among them). ``live``: the store's
+    worker may be running, so the read takes LMDB's reader lock, which keeps the writer
+    from reusing the pages being read."""
     check_file(path)
     try:
         env = lmdb.open(
-            str(path), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2, readahead=False
+            str(path), readonly=True, lock=live, max_dbs=len(DB_NAMES) + 2, readahead=False
         )
     except lmdb.Error as exc:
         raise StoreError(f"cannot open store at {path}: {exc}") from exc

@@ -1,0 +1,57 @@
+"""Pending URLs per host, read from the workers' stores: the one thing the crawl log lacks.
+
+The stores are opened read-only through the storage layer, with LMDB's reader
+lock so a running crawl's writer does not reuse the pages being read. Each host's state in ``hosts``
+counts the URLs in its back queue (``HostState.queued``); URLs still in the
+front queues have no host yet and are counted in total only. A store that
+cannot be read is named in ``problems`` and the others are still read. The
+only code of the report that knows the store's layout.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+from hive.core.frontier.hosts import HostState
+from hive.errors import StoreError
+from hive.storage.modes import read_only
+
+
+@dataclass
+class Pending:
+    top: list[tuple[str, int]] = field(default_factory=list)
+    queued: int = 0
+    front: int = 0
+    stores: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def pending_by_host(data_dir: Path, n: int) -> Pending:
+    """The ``n`` hosts with the most URLs queued across the stores of ``data_dir``."""
+    pending = Pending()
+    counts: list[tuple[str, int]] = []
+    for store in sorted(data_dir.glob("worker-[0-9]*")):
+        if not (store / "data.mdb").is_file():
+            continue
+        try:
+            counts = heapq.nlargest(n, chain(counts, _queued(store, pending)), key=lambda r: r[1])
+        except (StoreError, ValueError, struct.error) as exc:
+            pending.problems.append(f"{store.name}: {exc}")
+            continue
+        pending.stores += 1
+    pending.top = [(host, queued) for host, queued in counts if queued]
+    return pending
+
+
+def _queued(store: Path, pending: Pending) -> Iterator[tuple[str, int]]:
+    with read_only(store, live=True) as txn:
+        pending.front += txn.entries("front")
+        for _, value in txn.items("hosts"):
+            state = HostState.decode(value)
+            pending.queued += state.queued
+            yield state.host_key, state.queued
