@@ -30,8 +30,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-# Outcomes that are not errors: supervisor.NOT_ERRORS, plus refusals and robots.txt fetches.
-NOT_ERRORS = frozenset({"ok", "redirect", "robots", "denied", "refused", "robots_ok"})
+from hive.core.outcome import Kind
+
+# Outcomes that are not errors: the kinds that are not (hive.core.outcome), and refusals,
+# which the crawl log writes as lines of their own.
+NOT_ERRORS = frozenset({kind.value for kind in Kind if not kind.error} | {Kind.REFUSED.value})
 # Outcomes that are refusals without a ``reason`` field, and the reason the report gives.
 REFUSAL_OUTCOMES = {
     "robots": "robots.txt disallows", "robots_unreachable": "robots.txt unreachable",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hive.fetch.crawllog import CrawlLog
-from hive.procs.supervisor import NOT_ERRORS as SUPERVISOR_NOT_ERRORS
+from hive.procs.stats import NOT_ERRORS as SUPERVISOR_NOT_ERRORS
 from hive.report.lines import MAX_LINE, Skips, log_files, read_lines
 from hive.report.tally import (
     BOUND_EVERY,
@@ -79,7 +79,7 @@ def test_the_crawl_logs_own_lines_are_read_back_whole(tmp_path: Path) -> None:
 
 def test_the_report_counts_as_errors_what_the_supervisor_does() -> None:
     assert NOT_ERRORS.issuperset(SUPERVISOR_NOT_ERRORS)
-    assert NOT_ERRORS.difference(SUPERVISOR_NOT_ERRORS) == {"refused", "robots_ok"}
+    assert NOT_ERRORS.difference(SUPERVISOR_NOT_ERRORS) == {"refused"}
 
 
 def test_a_bounded_counter_keeps_its_largest_keys_and_says_it_pruned() -> None:
