@@ -193,3 +193,18 @@ def test_imports_under_type_checking_are_not_counted(tmp_path: Path) -> None:
     source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import zmq\n"
                       "else:\n    import json\n")
     assert sorted(i.target for i in imports_of(source, "hive.core.m")) == ["json", "typing"]
+
+
+def test_the_map_names_every_module_and_every_database() -> None:
+    """hive/ARCHITECTURE.md stays true: every module of hive is in a room of it, and every
+    database the schema defines is in its on-disk table."""
+    from hive.storage.schema import DB_NAMES
+
+    text = (ROOT / "hive" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    for path, module in source_modules():
+        name = module.rsplit(".", 1)[-1]
+        if module in ("cli", "hive") or path.name == "__init__.py" and module.count(".") == 1:
+            continue
+        assert f"`{name}`" in text or f"`{name}.py`" in text or f"{name}/" in text, module
+    for db in DB_NAMES:
+        assert f"| `{db}` |" in text, db
