@@ -164,6 +164,9 @@ class WarcConfig:
     enabled: bool
     max_file_bytes: int
     gzip_level: int
+    revisits: bool
+    revisit_min_bytes: int
+    dedup_from: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +242,7 @@ MINIMUM_ONE = {
     "fetch.threads", "fetch.max_body_bytes", "fetch.max_decoded_bytes", "dns.cache_size",
     "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
-    "hive.max_tries", "hive.overflow", "hive.tcp_port",
+    "warc.revisit_min_bytes", "hive.max_tries", "hive.overflow", "hive.tcp_port",
     "parse.max_links_per_page", "parse.max_embeds_per_page", "parse.max_css_bytes",
     "sitemaps.max_files_per_host", "sitemaps.base_level",
 }
@@ -346,6 +349,8 @@ def _check_whole(cfg: Config) -> None:
             f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
             f"got {cfg.warc.gzip_level}"
         )
+    if cfg.warc.dedup_from and not Path(cfg.warc.dedup_from).is_file():
+        raise ConfigError(f"warc.dedup_from: no such file: {cfg.warc.dedup_from}")
 
 
 def _check_metrics(cfg: HiveConfig) -> None:

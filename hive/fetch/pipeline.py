@@ -2,7 +2,8 @@
 
 lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
 → robots.txt → fetch through the one fetcher → WARC records (flushed before
-the outcome is returned) → links from HTML and headers → scope → ``Fetched``.
+the outcome is returned; a payload archived before is a revisit record,
+hive.fetch.revisits) → links from HTML and headers → scope → ``Fetched``.
 Every failure becomes an outcome kind; nothing raises out of ``run`` but a bug
 or a disk that cannot take the WARC records.
 
@@ -28,6 +29,7 @@ arriving (``finished``), as the frontier applies it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -51,8 +53,9 @@ from hive.fetch.dns import AddressGuard, DnsCache, Resolver
 from hive.fetch.headers import refresh_target, robots_nofollow
 from hive.fetch.parse import Scope, extract_links
 from hive.fetch.proxy import Proxy
+from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
-from hive.fetch.warc import Truncation, WarcWriter
+from hive.fetch.warc import Original, Truncation, WarcWriter
 
 if TYPE_CHECKING:
     from hive.core.recentlinks import RecentLinks
@@ -154,7 +157,8 @@ class Pipeline:
     ``load``/``store`` back the robots.txt rules cache (the worker's LMDB store);
     ``crawl_delay`` reads a leased host's Crawl-delay; ``recent`` holds the links
     handed on a moment ago (the worker's, which forgets those it could not hand
-    on); ``closing`` is set when the worker closes, to cut a wait short.
+    on); ``closing`` is set when the worker closes, to cut a wait short;
+    ``payloads``: the worker's payload index, None to archive every payload whole.
     """
 
     def __init__(
@@ -169,6 +173,7 @@ class Pipeline:
         crawl_delay: Callable[[int], float],
         recent: RecentLinks,
         closing: threading.Event,
+        payloads: PayloadIndex | None = None,
     ) -> None:
         self.cfg = cfg
         self.dns = DnsCache.from_config(cfg.dns, resolver)
@@ -194,6 +199,7 @@ class Pipeline:
         )
         self._crawl_delay = crawl_delay
         self._closing = closing
+        self.payloads = payloads
         self.counts: Counter[str] = Counter()
 
     # -- the frontier thread ---------------------------------------------------------
@@ -225,9 +231,12 @@ class Pipeline:
         return self.robots.stale(lease.record.url, now) if lease.kind == ROBOTS else None
 
     def keep(self, fetched: Fetched) -> None:
-        """Keep the robots.txt rules a fetch settled, in the cache and its store."""
+        """Keep the robots.txt rules a fetch settled, in the cache and its store, and the
+        payloads archived meanwhile in the payload index's store."""
         if fetched.rules is not None:
             self.robots.put(fetched.lease.record.url, fetched.rules)
+        if self.payloads is not None:
+            self.payloads.persist()
 
     # -- a fetch thread --------------------------------------------------------------
 
@@ -308,12 +317,26 @@ class Pipeline:
             result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
             self.cookies.keep(host, url, result.headers)
         if self.warc is not None and result.status is not None:
-            self.warc.write_exchange(
-                url=url, ip=address, request=result.request_bytes,
-                status_line=result.status_line, response_headers=result.headers,
-                body=result.raw_body, truncated=truncation(result), date=result.started,
-            )
+            self._archive(self.warc, url, address, result)
         return result
+
+    def _archive(self, warc: WarcWriter, url: str, address: str, result: FetchResult) -> None:
+        """Write the exchange's records: a revisit if its whole payload was archived before."""
+        body, index, truncated = result.raw_body, self.payloads, truncation(result)
+        sha1 = hashlib.sha1(body).digest()
+        indexed = index is not None and truncated is None and len(body) >= index.min_bytes
+        original = index.find(sha1) if index is not None and indexed else None
+        where = warc.write_exchange(
+            url=url, ip=address, request=result.request_bytes,
+            status_line=result.status_line, response_headers=result.headers,
+            body=body, truncated=truncated, date=result.started, payload_sha1=sha1,
+            original=original,
+        )
+        if index is not None and indexed:
+            if original is None:
+                index.archived(sha1, Original(url, where.date, where.record_id))
+            else:
+                index.revisited(len(body))
 
     def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:
         record = lease.record
@@ -476,6 +499,8 @@ class Pipeline:
         out.update(self.fetcher.stats())
         if self.warc is not None:
             out.update(self.warc.stats())
+        if self.payloads is not None:
+            out.update(self.payloads.stats())
         out.update(self.counts)
         return out
 

@@ -17,6 +17,14 @@ records, their rotation and their recovery after a crash. Policy:
   ``X-Crawler-Transfer-Encoding`` (as Heritrix and wget do) and the record stays
   self-consistent. A body cut at the size cap keeps the server's
   ``Content-Length``; ``WARC-Truncated`` tells readers.
+* **Revisits**: an exchange whose payload was archived before (its
+  ``original``, found by its SHA-1 in the worker's payload index,
+  hive.fetch.revisits) is written as a request and a ``revisit`` record of the
+  ``identical-payload-digest`` profile (WARC/1.1 section 6.7.2): the response's
+  status line and headers as the block, the payload left out, and the
+  original's target URI, date and record ID (``WARC-Refers-To-*``). No
+  ``WARC-Truncated``: the profile omits the payload by definition, and replay
+  tools read a truncated record as a damaged capture.
 * **Durability**: ``write_exchange`` returns once the pair is in the kernel (it
   survives the death of the process), so the worker may commit the outcome
   then. A finished file is fsynced before it is renamed.
@@ -27,7 +35,7 @@ records, their rotation and their recovery after a crash. Policy:
   continues from the highest sequence number already on disk for the prefix.
 * **Recovery**: a writer owns its prefix (one process per worker id). When it
   starts, each ``.open`` file of its prefix left by a crash is cut after its
-  last complete response record, dropping a torn gzip member and a request
+  last complete response (or revisit) record, dropping a torn gzip member and a request
   whose response never arrived, and renamed to its final name; a file left
   with no response is deleted. Only the tail is read (see ``find_cut``).
 * **Index**: a file finished (closed, rotated or recovered) gets its CDXJ index
@@ -62,6 +70,7 @@ Headers = Sequence[tuple[str, str]]
 
 CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 SUFFIX = ".warc.gz"
+REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 OPEN_SUFFIX = ".open"
 _HEAD_BYTES = 128
 _PIECE = 1 << 16
@@ -76,11 +85,23 @@ _TYPE_RE = re.compile(rb"\r\nWARC-Type: *([A-Za-z]+)")
 
 
 class WarcLocation(NamedTuple):
-    """Where a response record landed: final file name, offset and length of its gzip member."""
+    """Where a response record landed: final file name, offset and length of its gzip member;
+    its record ID and WARC-Date."""
 
     filename: str
     offset: int
     length: int
+    record_id: str = ""
+    date: str = ""
+
+
+class Original(NamedTuple):
+    """The record a revisit refers to: its target URI, WARC-Date and record ID ("" when
+    unknown, as for one read from a CDXJ index)."""
+
+    uri: str
+    date: str
+    record_id: str
 
 
 @functools.lru_cache(maxsize=4)
@@ -98,8 +119,13 @@ def warc_date(ts: float) -> str:
 
 def sha1_digest(data: bytes) -> str:
     """``sha1:`` and the base32 SHA-1 of data, the customary WARC digest form."""
+    return digest_text(hashlib.sha1(data).digest())
+
+
+def digest_text(sha1: bytes) -> str:
+    """``sha1:`` and the base32 form of a SHA-1 digest."""
     # base64.b32encode is pure Python before 3.13 (~12 us); 160 bits are 16 pairs of digits.
-    n = int.from_bytes(hashlib.sha1(data).digest(), "big")
+    n = int.from_bytes(sha1, "big")
     return "sha1:" + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in _PAIR_SHIFTS])
 
 
@@ -218,7 +244,8 @@ def _last_safe_end(data: memoryview) -> tuple[int, bytes]:
 def find_cut(path: Path) -> tuple[int, bool]:
     """Where to cut a torn ``.open`` file, and whether a response record precedes the cut.
 
-    The cut follows the last complete response (or the warcinfo): a torn gzip member
+    The cut follows the last complete response or revisit (or the warcinfo): a torn gzip
+    member
     and a request whose response never arrived are dropped. Only the tail can be torn
     (records are only appended, a pair at a time), so this reads the file backwards
     in growing windows: it looks for our gzip member headers (zlib writes mtime 0, so
@@ -236,7 +263,7 @@ def find_cut(path: Path) -> tuple[int, bool]:
             for start in reversed([m.start() for m in _MEMBER_START.finditer(tail)]):
                 end, kind = _last_safe_end(tail[start:])
                 if kind:
-                    return low + start + end, kind == b"response"
+                    return low + start + end, kind in (b"response", b"revisit")
             if low == 0:
                 return 0, False
             span *= 4
@@ -350,6 +377,8 @@ class WarcWriter:
         body: bytes,
         truncated: Truncation | None = None,
         date: float | None = None,
+        payload_sha1: bytes | None = None,
+        original: Original | None = None,
     ) -> WarcLocation:
         """Write a request record and its response record, and return once both are in the kernel.
 
@@ -358,11 +387,16 @@ class WarcWriter:
         ``status_line``/``response_headers``/``body``: the response as received, the
         body de-chunked but still content-encoded. ``truncated`` names why the body
         is incomplete (``"length"`` at the size cap). ``date``: when the fetch
-        started (default: now). Returns where the response record is.
+        started (default: now). ``payload_sha1``: the SHA-1 of ``body``, if the
+        caller has it. ``original``: the record that archived this payload before;
+        the response is then written as a revisit of it, without the body. Returns
+        where the response (or revisit) record is.
         """
         when = warc_date(self._now() if date is None else date)
         request_block = request
-        response_block = http_head(status_line, rewrite_transfer_encoding(response_headers)) + body
+        head = http_head(status_line, rewrite_transfer_encoding(response_headers))
+        response_block = head if original is not None else head + body
+        payload = digest_text(payload_sha1 or hashlib.sha1(body).digest())
         request_fields = [
             ("WARC-Type", "request"),
             ("WARC-Record-ID", record_id()),
@@ -372,20 +406,28 @@ class WarcWriter:
             ("WARC-Block-Digest", sha1_digest(request_block)),
         ]
         response_fields = [
-            ("WARC-Type", "response"),
+            ("WARC-Type", "response" if original is None else "revisit"),
             ("WARC-Record-ID", record_id()),
             ("WARC-Date", when),
             ("WARC-Target-URI", url),
             ("Content-Type", "application/http; msgtype=response"),
             ("WARC-Block-Digest", sha1_digest(response_block)),
-            ("WARC-Payload-Digest", sha1_digest(body)),
+            ("WARC-Payload-Digest", payload),
             ("WARC-Concurrent-To", request_fields[1][1]),
         ]
+        if original is not None:
+            response_fields += [
+                ("WARC-Profile", REVISIT_PROFILE),
+                ("WARC-Refers-To-Target-URI", original.uri),
+                ("WARC-Refers-To-Date", original.date),
+            ]
+            if original.record_id:
+                response_fields.append(("WARC-Refers-To", original.record_id))
         request_fields.append(("WARC-Concurrent-To", response_fields[1][1]))
         if ip:
             request_fields.append(("WARC-IP-Address", ip))
             response_fields.append(("WARC-IP-Address", ip))
-        if truncated is not None:
+        if truncated is not None and original is None:
             response_fields.append(("WARC-Truncated", truncated))
         # Compression runs under the lock: the header names the file's warcinfo, which
         # only the lock holder knows, and ~60 us a pair is far below a worker's page rate.
@@ -398,7 +440,8 @@ class WarcWriter:
             offset = current.size + len(request)
             current.write(request + response)
             self._records += 2
-            where = WarcLocation(current.final_name, offset, len(response))
+            where = WarcLocation(current.final_name, offset, len(response),
+                                 response_fields[1][1], when)
             finished = self._finish() if current.size >= self.max_file_bytes else None
         if finished is not None:
             index_beside(finished)

@@ -13,7 +13,9 @@ fetches at once.
 A fetch thread runs one lease at a time through the fetch pipeline
 (hive.fetch.pipeline: DNS, address guard, robots.txt, fetch, WARC, links,
 scope) and queues its ``Fetched`` for the frontier thread; a bug in a fetch
-becomes an ``error`` outcome, never a dead thread or a lost lease.
+becomes an ``error`` outcome, never a dead thread or a lost lease. The payload
+index (hive.fetch.revisits) is the one part of the store a fetch thread reads,
+through its own read transactions; the frontier thread writes it.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
 from hive.fetch.dns import Resolver
 from hive.fetch.pipeline import Fetched, Pipeline
+from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsRules
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
+from hive.storage.schema import META_DEDUP_FROM
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +105,16 @@ class Worker:
         self.recent = RecentLinks(int(cfg.hive.recent_links_mb * (1 << 20)))
         name = f"{worker_id:02d}"
         self._closing = threading.Event()
+        payloads = None
+        if cfg.warc.enabled and cfg.warc.revisits:
+            payloads = PayloadIndex(self._load_payload, self._store_payload,
+                                    cfg.warc.revisit_min_bytes)
+            if cfg.warc.dedup_from:
+                self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
         self.pipeline = Pipeline(
             cfg, resolver=resolver, warc_dir=warc_dir or directory / "warc", name=name,
             load=self._load_robots, store=self._store_robots, crawl_delay=self._crawl_delay,
-            recent=self.recent, closing=self._closing,
+            recent=self.recent, closing=self._closing, payloads=payloads,
         )
         self.crawl_log = CrawlLog(
             log_dir or directory / "logs", f"crawl-{name}", cfg.log.crawl_log_max_bytes
@@ -140,6 +150,33 @@ class Worker:
 
     def _store_robots(self, host: str, data: bytes) -> None:
         self.frontier.store.put("robots", host.encode(), data)
+
+    def _load_payload(self, sha1: bytes) -> bytes | None:
+        """For any thread: a committed entry of the payload index."""
+        return self.frontier.store.read_committed("payloads", sha1)
+
+    def _store_payload(self, sha1: bytes, value: bytes) -> None:
+        self.frontier.store.put("payloads", sha1, value, overwrite=False)
+
+    def _seed_payloads(self, payloads: PayloadIndex, path: Path) -> None:
+        """Seed the payload index from a prior crawl's CDXJ, once per version of the file
+        (a restart does not read it again); an unreadable file is logged, not fatal."""
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            log.error("warc.dedup_from: cannot read %s: %s", path, exc)
+            return
+        mark = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()
+        store = self.frontier.store
+        if store.get("meta", META_DEDUP_FROM) == mark:
+            return
+        try:
+            payloads.seed(path, lambda: self.frontier.commit(time.time()))
+        except OSError as exc:
+            log.error("warc.dedup_from: cannot read %s: %s", path, exc)
+            return
+        store.put("meta", META_DEDUP_FROM, mark)
+        self.frontier.commit(time.time())
 
     def _crawl_delay(self, host_hash: int) -> float:
         """A leased host's Crawl-delay, for a fetch thread: the host's state is stable

@@ -40,7 +40,17 @@ quarantine  seq(8)                               reason ``\\0`` batch: a poison 
                                                  never resent
 damaged     db ``\\0`` key                        reason ``\\0`` record: a queued        frontier
                                                  record set aside
+payloads    SHA-1 of a payload (20)              its first record: WARC-Date ``\\0``     worker
+                                                 record id ``\\0`` target URI          (revisits)
+                                                 (hive.fetch.revisits)
+meta        ``dedup_from``                       the CDXJ ``payloads`` was seeded from  worker
+                                                 (hive.fetch.revisits)                  (revisits)
 ==========  ===================================  =====================================  ===========
+
+``payloads`` holds one entry per distinct payload this worker archived whole
+(at least ``warc.revisit_min_bytes``) or was seeded with (``--dedup-from``):
+it grows with the crawl, as ``urls`` does, at about 100 bytes and a URL per
+entry, and is never pruned.
 
 Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
 or back; a leased one is the back key named in ``leases``. Keys of one host
@@ -67,10 +77,10 @@ from hive.errors import StoreError
 
 DB_NAMES = (
     "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
-    "quarantine", "damaged",
+    "quarantine", "damaged", "payloads",
 )
 # Databases a store made by an earlier hive lacks until a worker opens it (and makes them).
-ADDED_LATER = frozenset({"damaged"})
+ADDED_LATER = frozenset({"damaged", "payloads"})
 
 U64 = struct.Struct(">Q")
 HOST_LEVEL_SEQ = struct.Struct(">QBQ")
@@ -87,6 +97,7 @@ REFUSED = b"r"
 META_STATE = b"state"
 META_REFUSALS = b"refusals"
 META_OUTBOX_SEQ = b"outbox_seq"
+META_DEDUP_FROM = b"dedup_from"
 
 
 def url_key(host_hash: int, url_hash: int) -> bytes:

@@ -15,6 +15,11 @@ pages are in the OS page cache); a power loss can cost the last interval.
 The map doubles whenever it is half full, looked at every ``GROW_CHECK_OPS``
 writes, between transactions, as LMDB requires.
 
+Other threads of the owner may read what was committed (``read_committed``),
+each read in a short read transaction of its own; LMDB lets readers run beside
+the held write transaction, but its map may be grown only while no transaction
+of the process is open, so growing and those reads share a lock.
+
 A damaged file is named and refused before LMDB maps it (:func:`check_file`):
 LMDB trusts its two meta pages, so a truncated file is read past its end
 (SIGBUS, no message) and overwritten meta pages give ``MDB_INVALID``. The
@@ -31,6 +36,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
@@ -167,6 +173,7 @@ class Store:
         self._last_sync = 0.0
         self._unsynced = False
         self.closed = False
+        self._readers = threading.Lock()
         self._begin()
 
     def _begin(self) -> None:
@@ -193,6 +200,19 @@ class Store:
     def get(self, name: str, key: bytes) -> bytes | None:
         value = self.txn.get(key, db=self.db[name])
         return None if value is None else bytes(value)
+
+    def read_committed(self, name: str, key: bytes) -> bytes | None:
+        """The committed value of ``key``, for any thread (see the module docstring); None
+        if there is none or the store is closed."""
+        with self._readers:
+            if self.closed:
+                return None
+            try:
+                with self.env.begin(db=self.db[name], buffers=False) as txn:
+                    value: bytes | None = txn.get(key)
+            except lmdb.Error as exc:
+                raise StoreError(f"{self.path}: read failed: {exc}") from exc
+        return value
 
     def put(self, name: str, key: bytes, value: bytes, overwrite: bool = True) -> bool:
         self.ops += 1
@@ -248,17 +268,20 @@ class Store:
         info = self.env.info()
         used = (info["last_pgno"] + 1) * self._page_size
         if used * 2 > info["map_size"]:
-            self.env.set_mapsize(info["map_size"] * 2)
+            with self._readers:
+                self.env.set_mapsize(info["map_size"] * 2)
 
     def close(self, now: float) -> None:
         self.commit(now)
         self.txn.abort()
         self.env.sync(True)
-        self.env.close()
-        self.closed = True
+        with self._readers:
+            self.env.close()
+            self.closed = True
 
     def abandon(self) -> None:
         """Close without committing the open transaction (what a crash would do)."""
         self.txn.abort()
-        self.env.close()
-        self.closed = True
+        with self._readers:
+            self.env.close()
+            self.closed = True
