@@ -95,6 +95,7 @@ _ALLOW_ALL = b"User-agent: *\nDisallow:\n"
 _STANDARD = "User-agent: badbot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\n"
 _PAGE = re.compile(r"/p/([1-9][0-9]{0,8})\.html")
 _PRIVATE = re.compile(r"/private/([0-9])\.html")
+_COPY = re.compile(r"/copy/([0-9]{1,6})\.html")
 _DAY = re.compile(r"/cal/([0-9]{4})/([0-9]{2})/([0-9]{2})")
 _WORDS = (
     "lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do",
@@ -160,6 +161,10 @@ def _page_path(page: int) -> str:
     return "/" if page == 0 else f"/p/{page}.html"
 
 
+def _copy_path(k: int) -> str:
+    return f"/copy/{k}.html"
+
+
 def _private_path(k: int) -> str:
     return f"/private/{k}.html"
 
@@ -191,9 +196,14 @@ class Web:
         domain: str = "web.test",
         hostile: bool = True,
         robots_crawl_delay: float = 0.5,
+        copies: int = 0,
     ) -> None:
+        """``copies``: each host's home page also links to this many copy pages
+        (``/copy/N.html``), which all answer one body, the same on every host."""
         if hosts < 1 or pages < 1 or links < 0 or page_bytes < 0 or robots_crawl_delay < 0:
             raise ValueError("hosts and pages must be positive; links, sizes, delays not negative")
+        if copies < 0:
+            raise ValueError(f"copies must not be negative, got {copies}")
         if not 0.0 <= cross_host <= 1.0:
             raise ValueError(f"cross_host must be in [0, 1], got {cross_host}")
         self.seed = seed
@@ -203,6 +213,7 @@ class Web:
         self.links = links
         self.cross_host = cross_host
         self.page_bytes = page_bytes
+        self.copies = copies
         self.domain = domain.lower()
         width = max(3, len(str(hosts - 1)))
         self.names = [f"h{i:0{width}d}.{self.domain}" for i in range(hosts)]
@@ -219,6 +230,8 @@ class Web:
         self.hostile = {f"{kind}.{self.domain}": kind for kind in HOSTILE_KINDS} if hostile else {}
         # Each word costs at least three characters, so this is at least page_bytes long.
         self._padding = " ".join(rng.choices(_WORDS, k=page_bytes // 3 + 256))
+        copy = f"<!doctype html>\n<p>{self._padding[:page_bytes]}</p>\n"
+        self._copy = Response(200, copy.encode())
         # Rendering a page costs ~50 us of Python; repeated crawls of one server skip it.
         self._page = functools.lru_cache(maxsize=PAGE_CACHE)(self._render)
 
@@ -236,6 +249,7 @@ class Web:
         for name, kind in self.robots.items():
             if kind != "error":
                 urls.update(self.url(name, _page_path(i), port) for i in range(self.pages))
+                urls.update(self.url(name, _copy_path(k), port) for k in range(self.copies))
             if kind == "missing":
                 urls.update(self.url(name, _private_path(k), port) for k in range(PRIVATE_PAGES))
         return urls
@@ -312,6 +326,9 @@ class Web:
         page = 0 if path == "/" else int(match.group(1)) if match else self.pages
         if page < self.pages:
             return self._page(index, page, port, tripwire)
+        match = _COPY.fullmatch(path)
+        if match and int(match.group(1)) < self.copies:
+            return self._copy
         match = _PRIVATE.fullmatch(path)
         if match and int(match.group(1)) < PRIVATE_PAGES:
             body = f"<!doctype html>\n<title>{host} {path}</title>\n<a href=\"../\">home</a>\n"
@@ -358,6 +375,7 @@ class Web:
             hrefs.append(self._spell(rng, index, here, index, _page_path(page + 1), port))
         if page == 0:
             hrefs.extend(_private_path(k) for k in range(PRIVATE_PAGES))
+            hrefs.extend(_copy_path(k) for k in range(self.copies))
         while len(hrefs) < self.links:
             roll = rng.random()
             if hrefs and roll < _REPEAT_SHARE:
