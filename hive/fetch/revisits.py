@@ -75,7 +75,7 @@ _TIMESTAMP = re.compile(r"\d{14}")
 
 def encode(original: Original) -> bytes:
     """A ``payloads`` value: WARC-Date, record ID and target URI, separated by NUL."""
-    return "\0".join(original).encode("utf-8")
+    return f"{original.date}\0{original.record_id}\0{original.uri}".encode()
 
 
 def decode(value: bytes) -> Original | None:
