@@ -264,13 +264,18 @@ exited with.
 @click.option("--recreate-missing", is_flag=True,
               help="Start a worker whose store hive.json names but is missing, empty "
                    "(its hosts' fetched pages are fetched again).")
+@click.option("--dedup-from", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A prior crawl's CDXJ index (hive index): payloads it holds are written "
+                   "as revisit records [warc.dedup_from].")
 @_set_option("Override one config key, as `hive -s` does before the command.")
 @pass_config
 def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
           resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
           max_pages: int, detach: bool, quiet: bool, recreate_missing: bool,
-          overrides: tuple[str, ...]) -> None:
+          dedup_from: Path | None, overrides: tuple[str, ...]) -> None:
     cfg = _network(_with_overrides(cfg, overrides), resolve, allow_private, allow_net)
+    if dedup_from is not None:
+        cfg = cfg.replace(warc={"dedup_from": str(dedup_from.resolve())})
     if detach and seeds == "-":
         raise click.BadParameter("--detach cannot read seeds from stdin", param_hint="--seeds")
     urls = _screen_seeds(cfg, seeds, data_dir)

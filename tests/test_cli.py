@@ -91,6 +91,8 @@ def seeds(tmp_path: Path) -> Path:
     (["start", "--resolve", "*.web.test=300.1.1.1"], "dns.resolve: bad address '300.1.1.1'"),
     (["start", "--allow-net", "10.0.0.0/33"], "dns.allow_nets: bad network '10.0.0.0/33'"),
     (["-s", "frontier.prioritizer=nosuch:rank", "start"], "frontier.prioritizer: cannot load"),
+    (["start", "--dedup-from", "/no/such.cdxj"], "'/no/such.cdxj' does not exist"),
+    (["-s", "warc.dedup_from=/no/such.cdxj", "start"], "warc.dedup_from: no such file"),
 ])
 def test_config_is_checked_before_anything_starts(tmp_path: Path, seeds: Path, args: list[str],
                                                   message: str) -> None:
