@@ -129,15 +129,17 @@ class Workload:
     hosts: int
     pages: int
     delay: float
+    copies: int = 0  # copy pages per host, of one body on every host (revisit records)
 
     def web(self) -> Web:
         return Web(seed=SEED, hosts=self.hosts, pages=self.pages, hostile=False,
-                   robots_crawl_delay=CRAWL_DELAY_FACTOR * self.delay)
+                   robots_crawl_delay=CRAWL_DELAY_FACTOR * self.delay, copies=self.copies)
 
 
 WORKLOADS = {
     "unbound": Workload("unbound", hosts=200, pages=100, delay=0.02),
     "bound": Workload("bound", hosts=10, pages=30, delay=0.5),
+    "copies": Workload("copies", hosts=200, pages=100, delay=0.02, copies=20),
 }
 
 
@@ -334,6 +336,13 @@ def run_child(
     return Child(process.returncode, seconds, cpu, peak, report, timed_out, status or "")
 
 
+def warc_note(warc_dir: Path) -> str:
+    """The WARC files' size and how many of their records are revisits (by their indexes)."""
+    size = sum(path.stat().st_size for path in warc_dir.glob("*.warc.gz"))
+    revisits = sum(path.read_text().count('"warc/revisit"') for path in warc_dir.glob("*.cdxj"))
+    return f"WARC {size / 1e6:.1f} MB, {revisits} revisits"
+
+
 def measure(kind: str, label: str, procs: int, child: Child, server: WebProcess,
             workload: Workload) -> Row:
     """The row of a finished crawl: the child's figures and the server's request log."""
@@ -353,6 +362,8 @@ def measure(kind: str, label: str, procs: int, child: Child, server: WebProcess,
         notes.append(f"{child.report['errors']} errors")
     if not child.report and kind != "hive":
         notes.append(f"no report: see {server.log.parent / 'stderr.txt'}")
+    if kind == "hive":
+        notes.append(warc_note(server.log.parent / "data" / "warc"))
     return Row(
         kind=kind, label=label, procs=procs, pages=len(pages), seconds=child.seconds,
         pages_per_s=rate, limit_share=rate / politeness_limit(web, workload.delay),
@@ -482,7 +493,8 @@ def print_table(args: argparse.Namespace, workload: Workload, rows: list[Row],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=("unbound", "bound", "both"), default="both")
+    parser.add_argument("--workload", choices=("unbound", "bound", "copies", "both"),
+                        default="both")
     parser.add_argument("--hosts", type=int, help="hosts (default: the workload's)")
     parser.add_argument("--pages", type=int, help="pages per host (default: the workload's)")
     parser.add_argument("--delay", type=float, help="per-host delay (default: the workload's)")
