@@ -20,8 +20,9 @@ Each kind says of itself:
   ``frontier.retry_outcomes`` may name it (and ``handoff_failed`` is always
   retried); the others are settled answers or the robots.txt lease's own.
 - ``error``: a URL that ends this way counts as an error in the batch's stats
-  (everything but ``ok``, ``redirect``, ``robots``, ``denied`` and a robots.txt
-  lease's successes).
+  (everything but ``ok``, ``redirect``, ``robots``, ``denied``, a robots.txt
+  lease's successes, and a sitemap's or feed's read whole or cut at a limit:
+  ``sitemap_error`` and ``feed_error``, a file that did not parse to its end, are errors).
 - ``final``: a URL that ends this way once is done, whatever the config
   retries: neither retryable nor one of a robots.txt lease's own outcomes
   (``robots_ok``, ``robots_stale``, ``robots_retry``, which settle the lease
@@ -67,8 +68,18 @@ class Kind(StrEnum):
     # A host taken out of the crawl: by the operator (hive deny), or for its Crawl-delay.
     DENIED = "denied"
     CRAWL_DELAY_TOO_LONG = "crawl_delay_too_long"
-    # A URL refused before it was queued (the crawl log's line for it; its reason says why).
+    # A URL refused before it was queued (the crawl log's line for it; its reason says why),
+    # or, leased, before it was fetched (a page listed by a sitemap its origin does not vouch
+    # for, hive.fetch.pipeline).
     REFUSED = "refused"
+    # A sitemap or feed lease (hive.fetch.pipeline) whose response was read: whole, cut at a
+    # limit (what came before the cut was taken), or at a fault (likewise).
+    SITEMAP_OK = "sitemap_ok"
+    SITEMAP_TRUNCATED = "sitemap_truncated"
+    SITEMAP_ERROR = "sitemap_error"
+    FEED_OK = "feed_ok"
+    FEED_TRUNCATED = "feed_truncated"
+    FEED_ERROR = "feed_error"
 
     @classmethod
     def _missing_(cls, value: object) -> Kind | None:
@@ -105,6 +116,7 @@ _RETRYABLE = frozenset({
 })
 _NOT_ERRORS = frozenset({
     Kind.OK, Kind.REDIRECT, Kind.ROBOTS, Kind.DENIED, Kind.ROBOTS_OK, Kind.ROBOTS_STALE,
+    Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.FEED_OK, Kind.FEED_TRUNCATED,
 })
 _ROBOTS_LEASE = frozenset({Kind.ROBOTS_OK, Kind.ROBOTS_STALE, Kind.ROBOTS_RETRY})
 _BY_VALUE: dict[str, Kind] = Kind._value2member_map_  # type: ignore[assignment]

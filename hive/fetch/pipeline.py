@@ -7,6 +7,27 @@ hive.fetch.revisits) → links from HTML and headers → scope → ``Fetched``.
 Every failure becomes an outcome kind; nothing raises out of ``run`` but a bug
 or a disk that cannot take the WARC records.
 
+**Sitemaps and feeds** (``sitemaps.mode`` other than ``off``). Where they
+come from: the ``Sitemap:`` lines of every robots.txt read whole (kept with
+its rules, hive.fetch.robots), or ``/sitemap.xml`` when it names none and the
+mode is ``robots+default``; seeds and ``hive add`` lines ``sitemap:<url>``; the
+feeds a page announces (``<link rel=alternate>``). Each is a record of kind
+``sitemap`` or ``feed`` handed on like a link (so one on another host goes to
+that host's owner) and fetched under its host's politeness and robots.txt.
+Its response is read as it streams (hive.fetch.sitemaps, hive.fetch.feeds),
+within ``byte_cap(fetch.max_decoded_bytes)`` decoded bytes; a body cut at
+``fetch.max_body_bytes`` (10 MB raw by default: a full 50 MB sitemap is served
+gzipped at a few MB) is read up to the cut and ends ``sitemap_truncated``, its
+entries before the cut taken. A child sitemap of an index is followed within
+``sitemaps.max_index_depth`` and the sitemaps.org location rule (else refused,
+``sitemap_depth`` or the rule's reason). A listed page within the rule is
+handed on at ``sitemap_level`` (its ``hint``); one outside it (another origin,
+or above the sitemap's directory) is handed on as ``listed``, and its owner
+decides at lease time (``screen``), when its origin's robots.txt is known:
+fetched if that robots.txt names the sitemap (cross-submission), else it ends
+``refused`` with the rule's reason (``sitemap_origin``, ``sitemap_path``),
+unfetched and out of the seen set. A feed's items are links.
+
 A fetch ends as one ``Fetched``: it is the Outcome the frontier applies and it
 carries what the worker hands on (links, refusals, robots.txt rules), so no
 second result is made per page. The client's ``FetchResult`` is the HTTP
@@ -44,17 +65,21 @@ from hive.config import Config
 from hive.core.frontier import PAGE, ROBOTS, Lease
 from hive.core.outcome import Kind, Outcome, kind
 from hive.core.politeness import Politeness
-from hive.core.record import UrlRecord
+from hive.core.record import FEED, LISTED, SITEMAP, UrlRecord
+from hive.core.record import PAGE as PAGE_RECORD
 from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.client import Fetcher, FetchResult
 from hive.fetch.cookies import CookieJars
 from hive.fetch.dns import AddressGuard, DnsCache, Resolver
+from hive.fetch.feeds import FeedReader
 from hive.fetch.headers import refresh_target, robots_nofollow
 from hive.fetch.parse import Scope, extract_links
 from hive.fetch.proxy import Proxy
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
+from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
+from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, robots_sitemaps, within_depth
 from hive.fetch.warc import Original, Truncation, WarcWriter
 
 if TYPE_CHECKING:
@@ -67,6 +92,14 @@ log = logging.getLogger(__name__)
 # one larger than BIG_ROBOTS at once, so T threads meeting such files hold ~60 MB, not T x 30.
 ROBOTS_PARSES = 2
 BIG_ROBOTS = 64 << 10
+# Sitemaps are leased before the pages of their host (level 1, as seeds): they are few
+# (sitemaps.max_files_per_host) and say which pages matter.
+SITEMAP_HINT = 1
+# What a listing's outcome is: whole, cut at a limit, or at a fault.
+_LISTING_KINDS = {
+    SITEMAP: (Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.SITEMAP_ERROR),
+    FEED: (Kind.FEED_OK, Kind.FEED_TRUNCATED, Kind.FEED_ERROR),
+}
 
 @dataclass(slots=True, kw_only=True)
 class Fetched(Outcome):
@@ -86,6 +119,8 @@ class Fetched(Outcome):
     recent_links: int = 0
     links_truncated: bool = False
     rules: RobotsRules | None = None
+    reason: str = ""  # why a lease was refused unfetched (the crawl log's reason)
+    listed: int = 0  # URLs a sitemap or feed listed (before scope and the recent links)
 
 
 # What ``screen`` says of a lease: fetch it, give it back (its origin's rules are lost),
@@ -185,6 +220,8 @@ class Pipeline:
             load=load, store=store,
         )
         self.politeness = Politeness.from_config(cfg.politeness)
+        self.sitemaps = cfg.sitemaps.mode != "off"
+        self.listing_bytes = byte_cap(cfg.fetch.max_decoded_bytes)
         self._robots_parses = threading.BoundedSemaphore(ROBOTS_PARSES)
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
@@ -210,20 +247,38 @@ class Pipeline:
         A page its origin's rules disallow ends as ``robots``, one whose origin is
         unreachable as ``robots_unreachable`` (a check over its budget refuses
         too); a page whose origin has no rules in the cache is ``lost``: the
-        worker gives it back behind a new fetch of its origin's robots.txt.
+        worker gives it back behind a new fetch of its origin's robots.txt. A page
+        ``listed`` by a sitemap outside the location rule is refused unless its
+        origin's robots.txt names that sitemap (with robots.txt off, nothing vouches).
         """
-        if lease.kind != PAGE or not self.cfg.robots.enabled:
+        if lease.kind != PAGE:
             return "fetch"
-        rules = self.robots.get(lease.record.url, now)
+        record = lease.record
+        if not self.cfg.robots.enabled:
+            return (record.kind == LISTED and self._vouched(lease, (), now)) or "fetch"
+        rules = self.robots.get(record.url, now)
         if rules is None:
             return "lost"
-        verdict = rules.check(lease.record.url)
+        if record.kind == LISTED and (refused := self._vouched(lease, rules.sitemaps, now)):
+            return refused
+        verdict = rules.check(record.url)
         if verdict:
             return "fetch"
         if verdict is None:
             self.counts["robots/over_budget"] += 1
         refusal = Kind.ROBOTS_UNREACHABLE if rules.kind == "unreachable" else Kind.ROBOTS
         return Fetched(refusal, contacted=False, lease=lease, started=now, finished=now)
+
+    def _vouched(self, lease: Lease, named: tuple[str, ...], now: float) -> Fetched | None:
+        """None if the sitemap that listed the lease may list it, else its refusal."""
+        record = lease.record
+        reason = scope_refusal(record.url, record.via, named)
+        if reason is None:
+            return None
+        return Fetched(
+            Kind.REFUSED, contacted=False, lease=lease, started=now, finished=now, reason=reason,
+            message="listed by a sitemap its robots.txt does not name",
+        )
 
     def stale_rules(self, lease: Lease, now: float) -> RobotsRules | None:
         """For a robots.txt lease: its origin's expired rules, which stand in if the
@@ -345,7 +400,10 @@ class Pipeline:
             started=started, finished=result.finished, size=len(result.raw_body),
             message=result.message, mime=result.content_type or "",
         )
-        if fetched.kind is Kind.OK:
+        if record.kind in _LISTING_KINDS and (fetched.kind is Kind.OK or (
+                fetched.kind in (Kind.TOO_LARGE, Kind.DECODED_TOO_LARGE) and result.body)):
+            self._listing(fetched, result)
+        elif fetched.kind is Kind.OK:
             cap = self.cfg.parse.max_links_per_page
             links = extract_links(
                 record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
@@ -358,6 +416,8 @@ class Pipeline:
                 log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
             found = self._header_links(record.url, result.headers, links.links, fetched)
             self._follow(fetched, found, record.depth + 1, record.hops)
+            if links.feeds and self.sitemaps:
+                self._follow(fetched, links.feeds, record.depth + 1, 0, FEED)
         elif fetched.kind is Kind.REDIRECT and self._redirects_to_self(record.url, result.location):
             fetched.kind, fetched.retry_after = Kind.REDIRECT_TO_SELF, None
             fetched.message = "redirected to itself" + (
@@ -377,8 +437,59 @@ class Pipeline:
                     fetched.refused_links[exc.reason] += 1
                     fetched.message = f"redirect to {exc}"
                 else:
-                    self._follow(fetched, [target], record.depth, record.hops + 1)
+                    kept = record.kind if record.kind != LISTED else PAGE_RECORD
+                    self._follow(fetched, [target], record.depth, record.hops + 1, kept,
+                                 record.hint if kept else 0)
         return fetched
+
+    def _listing(self, fetched: Fetched, result: FetchResult) -> None:
+        """Read a sitemap's or feed's body and hand on what it lists (the module docstring)."""
+        record = fetched.lease.record
+        cut = fetched.kind is not Kind.OK
+        whole, truncated, faulty = _LISTING_KINDS[record.kind]
+        max_length = self.cfg.scope.max_url_length
+        reader: SitemapReader | FeedReader
+        if record.kind == FEED:
+            reader = FeedReader(record.url, max_bytes=self.listing_bytes,
+                                max_url_length=max_length)
+            items = [item.url for item in reader.read(result.body)]
+            fetched.listed = len(items)
+            self._follow(fetched, items, record.depth + 1, 0)
+        else:
+            reader = SitemapReader(record.url, record.depth, max_bytes=self.listing_bytes,
+                                   max_url_length=max_length)
+            self._sitemap_entries(fetched, reader, result.body, time.time())
+        fetched.refused_links.update(reader.refused)
+        fetched.kind, fetched.retry_after = whole, None
+        note = fetched.message
+        if reader.error is not None:
+            fetched.kind, note = faulty, reader.error
+        elif reader.truncated is not None or cut:
+            fetched.kind, note = truncated, f"cut at {reader.truncated or note or 'a limit'}"
+        fetched.message = f"{reader.kind or 'unknown'}: {fetched.listed} listed" + (
+            f"; {note}" if note else "")
+
+    def _sitemap_entries(
+        self, fetched: Fetched, reader: SitemapReader, body: bytes, now: float
+    ) -> None:
+        """Child sitemaps within depth and the location rule; pages by the rule: within it
+        at their sitemap level, outside it ``listed`` for their owner to vouch for."""
+        url, sm = fetched.lease.record.url, self.cfg.sitemaps
+        levels = self.cfg.frontier.levels
+        for entry in reader.read(body):
+            fetched.listed += 1
+            if isinstance(entry, ChildSitemap):
+                reason = (scope_refusal(entry.loc, url) if within_depth(entry, sm.max_index_depth)
+                          else "sitemap_depth")
+                if reason is not None:
+                    fetched.refused_links[reason] += 1
+                    fetched.refused.append((reason, entry.loc, entry.depth))
+                    continue
+                self._follow(fetched, [entry.loc], entry.depth, 0, SITEMAP, SITEMAP_HINT)
+                continue
+            kind = PAGE_RECORD if scope_refusal(entry.loc, url) is None else LISTED
+            self._follow(fetched, [entry.loc], reader.depth + 1, 0, kind,
+                         sitemap_level(entry, now, sm, levels))
 
     def _header_links(
         self, url: str, headers: list[tuple[str, str]], links: list[str], fetched: Fetched
@@ -410,8 +521,12 @@ class Pipeline:
                     links = [target, *links]
         return links
 
-    def _follow(self, fetched: Fetched, urls: list[str], depth: int, hops: int) -> None:
-        """Keep the links in scope that were not handed on a moment ago.
+    def _follow(
+        self, fetched: Fetched, urls: list[str], depth: int, hops: int,
+        kind: str = PAGE_RECORD, hint: int = 0,
+    ) -> None:
+        """Keep the links in scope that were not handed on a moment ago (as records of
+        ``kind``, at level ``hint`` if not 0).
 
         A link joins ``recent`` only once in scope: scope depends on the page a
         link is found on, so one refused here may be followed from another page.
@@ -427,7 +542,7 @@ class Pipeline:
                 fetched.refused.append((reason, url, depth))
                 continue
             recent.add(url)
-            fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))
+            fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops, 0, hint, kind))
 
     def _fetch_robots(
         self, lease: Lease, stale: RobotsRules | None, address: str, started: float
@@ -470,10 +585,13 @@ class Pipeline:
         started: float, finished: float, message: str, retry_after: float | None = None,
     ) -> Fetched:
         gate = self._robots_parses if len(body) > BIG_ROBOTS else contextlib.nullcontext()
+        named: tuple[str, ...] = ()
+        if self.sitemaps and body and status is not None and 200 <= status < 300:
+            named = tuple(robots_sitemaps(body, lease.record.url))
         with gate:
             decision = self.robots_policy.from_fetch(
                 status, body, finished, attempt=lease.record.attempts + 1,
-                retry_after=retry_after, stale=stale,
+                retry_after=retry_after, stale=stale, sitemaps=named,
             )
         contacted = status is not None
         rules = decision.rules
@@ -491,7 +609,17 @@ class Pipeline:
             fetched.kind, fetched.retry_after = Kind.ROBOTS_RETRY, decision.retry_at - finished
         else:
             fetched.robots_until, fetched.crawl_delay = rules.expires, rules.crawl_delay()
+            if self.sitemaps:
+                self._robots_sitemaps(fetched, named)
         return fetched
+
+    def _robots_sitemaps(self, fetched: Fetched, named: tuple[str, ...]) -> None:
+        """Hand on the sitemaps a robots.txt names, or its origin's /sitemap.xml when it
+        names none and the mode is ``robots+default``."""
+        if not named and self.cfg.sitemaps.mode == "robots+default":
+            named = (fetched.lease.record.url.removesuffix("robots.txt") + "sitemap.xml",)
+        if named:
+            self._follow(fetched, list(named), 0, 0, SITEMAP, SITEMAP_HINT)
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.dns.stats())

@@ -76,8 +76,13 @@ frontier thread does, 40-130 ms: linear in the rules, bounded by
 ``max_bytes``, and once per origin until the next eviction.
 
 Persistence: the ``robots`` store keeps, per host key, one entry per scheme:
-the kind, expiry, stale limit and our group's compiled rules (not the body, so
-a load costs no parse). ``RobotsCache`` keeps the rules in memory in an LRU
+the kind, expiry, stale limit, the sitemaps its ``Sitemap:`` lines name
+(hive.fetch.sitemaps; for the sitemaps the crawl reads and for
+cross-submission, which the origin vouches for by naming another host's
+sitemap) and our group's compiled rules (not the body, so a load costs no
+parse). Entries of an older format (before sitemaps were kept, version 2, or
+before robots.txt was kept per origin, version 1) are never misread: their
+origins fetch robots.txt again. ``RobotsCache`` keeps the rules in memory in an LRU
 bounded by their estimated size in bytes, over ``load``/``store`` callables
 that the worker backs with LMDB.
 """
@@ -113,7 +118,7 @@ SCHEMES = ("http", "https")
 MAX_CHECK_WORK = 50_000
 
 _BOM = b"\xef\xbb\xbf"
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3
 _ENTRY = struct.Struct(">BBddI")
 _PRODUCT = re.compile(r"[A-Za-z_-]*")
 _MAX_DELAY_TEXT = 32
@@ -389,6 +394,7 @@ class RobotsRules:
     stale_until: float = 0.0
     compiled: AgentRules | None = field(default=None, repr=False)
     delay: float | None = None
+    sitemaps: tuple[str, ...] = ()  # canonical URLs named by Sitemap: lines
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -397,10 +403,13 @@ class RobotsRules:
             raise ValueError("parsed rules, and only they, carry compiled rules")
 
     @classmethod
-    def parse(cls, body: bytes, agent: str, expires: float, stale_until: float) -> RobotsRules:
+    def parse(
+        cls, body: bytes, agent: str, expires: float, stale_until: float,
+        sitemaps: tuple[str, ...] = (),
+    ) -> RobotsRules:
         text = body.removeprefix(_BOM).decode("utf-8", errors="replace")
         compiled, delay = compile_group(text, agent)
-        return cls("parsed", agent, expires, stale_until, compiled, delay)
+        return cls("parsed", agent, expires, stale_until, compiled, delay, sitemaps)
 
     def check(self, url: str) -> bool | None:
         """May our agent fetch ``url``? None when the check ran over its budget."""
@@ -425,7 +434,8 @@ class RobotsRules:
     @property
     def size(self) -> int:
         """Estimated bytes held in memory, for the cache's bound."""
-        return 240 + (0 if self.compiled is None else self.compiled.size)
+        named = sum(map(len, self.sitemaps)) + 56 * len(self.sitemaps) if self.sitemaps else 0
+        return 240 + named + (0 if self.compiled is None else self.compiled.size)
 
     def expired(self, now: float) -> bool:
         return now >= self.expires
@@ -436,11 +446,13 @@ class RobotsRules:
 
     def restamped(self, expires: float) -> RobotsRules:
         return RobotsRules(self.kind, self.agent, expires, self.stale_until, self.compiled,
-                           self.delay)
+                           self.delay, self.sitemaps)
 
     def encode(self) -> bytes:
         """Bytes for one scheme's slot in the store (see ``encode_entries``)."""
-        head = f"{self.agent}\n{'' if self.delay is None else repr(self.delay)}\n".encode()
+        delay = "" if self.delay is None else repr(self.delay)
+        # Canonical URLs hold no space or newline (hive.core.urls percent-encodes them).
+        head = f"{self.agent}\n{delay}\n{' '.join(self.sitemaps)}\n".encode()
         rules = b"" if self.compiled is None else self.compiled.encode()
         return head + rules
 
@@ -450,12 +462,13 @@ class RobotsRules:
         if kind >= len(_KINDS):
             raise StoreError(f"robots entry of unknown kind {kind}")
         try:
-            agent, delay_text, rest = data.split(b"\n", 2) if data.count(b"\n") >= 2 else (
-                data, b"", b"")
+            agent, delay_text, named, rest = data.split(b"\n", 3) if data.count(b"\n") >= 3 else (
+                data, b"", b"", b"")
             delay = float(delay_text) if delay_text else None
             name = _KINDS[kind]
             compiled = AgentRules.decode(rest) if name == "parsed" else None
-            return cls(name, agent.decode(), expires, stale_until, compiled, delay)
+            sitemaps = tuple(named.decode().split(" ")) if named else ()
+            return cls(name, agent.decode(), expires, stale_until, compiled, delay, sitemaps)
         except (UnicodeDecodeError, ValueError) as exc:
             raise StoreError(f"robots entry is corrupt: {exc}") from exc
 
@@ -477,13 +490,14 @@ def encode_slot(scheme: str, rules: RobotsRules) -> bytes:
 def split_slots(data: bytes) -> dict[str, bytes]:
     """A host key's store value as its slots, undecoded; StoreError if corrupt.
 
-    A value of the first format (one entry per host, before robots.txt was kept
-    per origin) holds no slots: its origins fetch robots.txt again.
+    A value of an older format (1: one entry per host, before robots.txt was kept
+    per origin; 2: before the Sitemap: lines were kept) holds no slots: its
+    origins fetch robots.txt again.
     """
     if not data:
         raise StoreError("robots entry is empty")
     if data[0] != _FORMAT_VERSION:
-        if data[0] == 1:
+        if data[0] in (1, 2):
             return {}
         raise StoreError(f"robots entry of unknown version {data[0]}")
     slots: dict[str, bytes] = {}
@@ -570,13 +584,15 @@ class RobotsPolicy:
     def from_fetch(
         self, status: int | None, body: bytes, now: float, attempt: int,
         retry_after: float | None = None, stale: RobotsRules | None = None,
+        sitemaps: tuple[str, ...] = (),
     ) -> RobotsDecision:
         """The decision for try number ``attempt`` (from 1) that got ``status``.
 
         ``status`` is None when no whole response came (timeout, refused, reset,
         DNS, a body cut or undecodable). ``retry_after``: the answer's
         Retry-After, in seconds from ``now``, if any. ``stale``: the expired
-        rules of this origin, if the caller still has them.
+        rules of this origin, if the caller still has them. ``sitemaps``: what the
+        body's ``Sitemap:`` lines name, kept with rules parsed from it.
         """
         if attempt < 1:
             raise ValueError(f"attempt counts from 1, got {attempt}")
@@ -584,7 +600,7 @@ class RobotsPolicy:
         keep = expires + self.max_stale
         if status is not None and 200 <= status < 300:
             body = _clip(body, self.max_bytes)
-            return RobotsDecision(RobotsRules.parse(body, self.agent, expires, keep))
+            return RobotsDecision(RobotsRules.parse(body, self.agent, expires, keep, sitemaps))
         if status is not None and 300 <= status < 500 and status != 429:
             return RobotsDecision(RobotsRules("allow_all", self.agent, expires, keep))
         if attempt >= self.tries:

@@ -11,7 +11,9 @@ start with nothing to crawl says why on the terminal and exits with
   is an IP literal or named by ``dns.resolve`` is checked against the address
   guard (``hive.fetch.dns``), which is what the worker will do at fetch time. Names
   that need a DNS lookup are not looked up here: a start must not wait on a
-  million lookups, and the answer may change by fetch time.
+  million lookups, and the answer may change by fetch time. A line
+  ``sitemap:<url>`` is a sitemap (``hive.core.record.seed_kind``) and keeps its
+  prefix, canonical after it.
 
 Refusals are data (``Refusal``); what to show of them is the caller's, and
 ``Refusal.shown`` bounds a URL to ``SHOWN_CHARS`` characters.
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from hive.config import Config
+from hive.core.record import SITEMAP, SITEMAP_PREFIX, seed_kind
 from hive.core.urls import canonicalize
 from hive.errors import URLError
 from hive.fetch.dns import AddressGuard, DnsCache, DnsFailure
@@ -130,17 +133,18 @@ def screen(urls: Iterable[str], cfg: Config, seeds: Seeds | None = None) -> Seed
     dns = DnsCache.from_config(cfg.dns, resolver=_unresolved)
     guard = AddressGuard.from_config(cfg.dns)
     now = time.time()
-    for url in urls:
+    for line in urls:
+        kind, url = seed_kind(line.strip())
         try:
-            canonical = canonicalize(url.strip(), max_length=cfg.scope.max_url_length)
+            canonical = canonicalize(url, max_length=cfg.scope.max_url_length)
         except URLError as exc:
-            out.refused.append(Refusal(url, exc.reason))
+            out.refused.append(Refusal(line, exc.reason))
             continue
         resolution = dns.lookup(urlsplit(canonical).hostname or "", now)
         if resolution.ok and resolution.addresses:
             refusal = guard.check(resolution.addresses[0])
             if refusal is not None:
-                out.refused.append(Refusal(url, refusal, address=True))
+                out.refused.append(Refusal(line, refusal, address=True))
                 continue
-        out.urls.append(canonical)
+        out.urls.append(SITEMAP_PREFIX + canonical if kind == SITEMAP else canonical)
     return out

@@ -67,7 +67,7 @@ from hive import __version__
 from hive.config import Config
 from hive.core import wire
 from hive.core.frontier.refusals import describe
-from hive.core.record import UrlRecord
+from hive.core.record import UrlRecord, seed_kind
 from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
 from hive.procs import hoststatus
@@ -342,14 +342,15 @@ class Supervisor:
         """Put URLs in the supervisor's outbox as seeds, for their owners to admit; log each
         refusal at ``level`` (``hive add`` shows its refusals to whoever added them)."""
         queued, records = Queued(), []
-        for url in urls:
+        for line in urls:
+            kind, url = seed_kind(line.strip())
             try:
-                canonical = canonicalize(url.strip(), max_length=self.cfg.scope.max_url_length)
+                canonical = canonicalize(url, max_length=self.cfg.scope.max_url_length)
             except URLError as exc:
                 queued.refuse(exc)
-                log.log(level, "refused seed %s: %s", shown(url), exc.reason)
+                log.log(level, "refused seed %s: %s", shown(line), exc.reason)
                 continue
-            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1))
+            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1, kind=kind))
         for i in range(0, len(records), SEED_BATCH):
             queued.batches.append(self.outbox.put(records[i : i + SEED_BATCH], now))
         self.store.commit(now)

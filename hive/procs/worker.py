@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive.config import Config
-from hive.core.frontier import HANDOFF_FAILED, Frontier, Lease
+from hive.core.frontier import HANDOFF_FAILED, PAGE, Frontier, Lease
 from hive.core.outcome import Kind, Outcome
 from hive.core.recentlinks import RecentLinks
-from hive.core.record import UrlRecord
+from hive.core.record import FEED, SITEMAP, UrlRecord, seed_kind
 from hive.core.urls import canonicalize, host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
@@ -68,6 +68,11 @@ DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 # (why, HTTP status) so that stats can say what the tail of a batch waits for; the oldest
 # is forgotten beyond this many (its reason is then read from its host state).
 DELAYED_HOSTS = 4096
+# Hosts whose sitemaps and feeds are counted one by one in stats (``sitemaps/host/<host>/…``);
+# past this many, a worker counts the others in its totals only, so stats stay bounded.
+LISTING_HOSTS = 100
+# A lease's record kind -> its stats prefix (hive.core.record).
+_LISTINGS = {SITEMAP: "sitemaps", FEED: "feeds"}
 
 
 def backlog(threads: int) -> int:
@@ -124,6 +129,7 @@ class Worker:
         self.fetch_times = FetchTimes()
         self.host_view = HostView(self.frontier, cfg.hive.status_hosts)
         self.delayed: dict[str, tuple[str, int | None]] = {}
+        self.listing_hosts: set[str] = set()
         self.in_flight = 0
         self.stopping = False
         self.disk_error = ""
@@ -185,16 +191,18 @@ class Worker:
         return state.crawl_delay if state is not None else 0.0
 
     def add(self, urls: Iterable[str], now: float, hint: int = 1) -> int:
-        """Admit seed URLs (depth 0); malformed ones are counted and logged, not raised."""
+        """Admit seed URLs (depth 0; ``sitemap:<url>`` a sitemap); malformed ones are counted
+        and logged, not raised."""
         records = []
-        for url in urls:
+        for line in urls:
+            kind, url = seed_kind(line)
             try:
                 canonical = canonicalize(url, max_length=self.cfg.scope.max_url_length)
             except URLError as exc:
                 self.counts[f"seeds/refused/{exc.reason}"] += 1
                 self.crawl_log.write(now, Kind.REFUSED, url, message=str(exc))
                 continue
-            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=hint))
+            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=hint, kind=kind))
         return self.admit(records, now)
 
     def admit(self, records: list[UrlRecord], now: float) -> int:
@@ -307,11 +315,31 @@ class Worker:
         self.fetch_times.observe(fetched.finished - fetched.started, fetched)
         record = lease.record
         self._remember_delay(record.host_key, fetched)
+        if fetched.reason:
+            self.counts[f"links/refused/{fetched.reason}"] += 1
+            self.frontier.refusals.note(fetched.reason, record.host_key)
+        if record.kind in _LISTINGS and lease.kind == PAGE:
+            self._count_listing(_LISTINGS[record.kind], record.host_key, fetched)
         self.crawl_log.write(
             fetched.finished, kind, record.url, status=fetched.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
-            depth=record.depth, mime=fetched.mime, message=fetched.message,
+            depth=record.depth, mime=fetched.mime, reason=fetched.reason, message=fetched.message,
         )
+
+    def _count_listing(self, prefix: str, host: str, fetched: Fetched) -> None:
+        """A sitemap's or feed's fetch in stats: in all, and by host for LISTING_HOSTS hosts
+        (``fetched``, ``urls`` listed, ``truncated``, ``errors``: any outcome that is one)."""
+        names = [prefix]
+        if host in self.listing_hosts or len(self.listing_hosts) < LISTING_HOSTS:
+            self.listing_hosts.add(host)
+            names.append(f"{prefix}/host/{host}")
+        kind = fetched.kind
+        for name in names:
+            self.counts[f"{name}/fetched"] += 1
+            self.counts[f"{name}/urls"] += fetched.listed
+            self.counts[f"{name}/truncated"] += kind in (Kind.SITEMAP_TRUNCATED,
+                                                        Kind.FEED_TRUNCATED)
+            self.counts[f"{name}/errors"] += kind.error
 
     def _remember_delay(self, host: str, outcome: Outcome) -> None:
         """Keep why a host's last outcome put off its next fetch (see ``wait_stats``)."""

@@ -4,7 +4,10 @@
 this process that routes by the ``Host`` header and records every request as
 a :class:`~hive.testweb.requestlog.Request`; beside it runs the *tripwire*, a
 listener on TRIPWIRE_ADDRESS that serves nothing. :class:`WebProcess` serves a
-web from ``python -m hive.testweb`` in a process of its own.
+web from ``python -m hive.testweb`` in a process of its own. With ``sitemaps``
+(off by default, so other tests and benchmarks see the same web), the server
+also answers for the sitemap and feed hosts of hive.testweb.sitemaps
+(``sm-<kind>.<domain>``, on the same port).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from socketserver import TCPServer
 from types import TracebackType
 from typing import Any, TextIO
 
-from hive.testweb.graph import STREAM_SECONDS, Stream, Web
+from hive.testweb.graph import STREAM_SECONDS, Response, Stream, Web
 from hive.testweb.requestlog import Request, hostname, load_log
+from hive.testweb.sitemaps import SitemapWeb
 
 TRIPWIRE_ADDRESS = "127.0.0.1"
 
@@ -34,6 +38,7 @@ class _Site:
 
     def __init__(self, web: Web, log: TextIO | None) -> None:
         self.web = web
+        self.sitemaps: SitemapWeb | None = None
         self.port = 0
         self.tripwire = 0
         self.stopping = threading.Event()
@@ -98,9 +103,15 @@ class _Handler(BaseHTTPRequestHandler):
         site = self.server.site
         host = self.headers.get("Host", "").strip().lower()
         asked = site.ask(host, self.path)
-        reply = site.web.respond(
-            hostname(host), self.path, port=site.port, tripwire=site.tripwire, asked=asked
-        )
+        reply: Response | Stream
+        if site.sitemaps is not None and hostname(host).startswith("sm-"):
+            found = site.sitemaps.respond(hostname(host), self.path)
+            reply = (Response(404, b"not found\n", "text/plain") if found is None
+                     else Response(found.status, found.body, found.content_type))
+        else:
+            reply = site.web.respond(
+                hostname(host), self.path, port=site.port, tripwire=site.tripwire, asked=asked
+            )
         try:
             if isinstance(reply, Stream):
                 self._stream(reply, send_body, start)
@@ -189,7 +200,8 @@ class WebServer(_Served):
     """A :class:`Web` served on a loopback address, with its request log; see :func:`serve`."""
 
     def __init__(
-        self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None
+        self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
+        sitemaps: bool = False,
     ) -> None:
         self.web = web
         self._log = log.open("a", encoding="utf-8", buffering=1) if log is not None else None
@@ -206,6 +218,8 @@ class WebServer(_Served):
         self.port = self._servers[0].server_port
         self.tripwire = self._servers[1].server_port
         self._site.port, self._site.tripwire = self.port, self.tripwire
+        self.sitemaps = SitemapWeb(web.domain, self.port) if sitemaps else None
+        self._site.sitemaps = self.sitemaps
         for server in self._servers:
             thread = threading.Thread(
                 target=server.serve_forever, args=(0.05,), name="testweb", daemon=True
@@ -311,10 +325,14 @@ class WebProcess(_Served):
         self.close()
 
 
-def serve(web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None) -> WebServer:
-    """Serve ``web`` on ``host:port`` (0: any free port) from background threads.
+def serve(
+    web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
+    sitemaps: bool = False,
+) -> WebServer:
+    """Serve ``web`` on ``host:port`` (0: any free port) from background threads; with
+    ``sitemaps``, the sitemap and feed hosts too (hive.testweb.sitemaps).
 
     Also opens the tripwire on ``127.0.0.1``. Every request is logged in
     memory and, when ``log`` is given, appended to that file as JSON lines.
     """
-    return WebServer(web, host, port, log)
+    return WebServer(web, host, port, log, sitemaps)

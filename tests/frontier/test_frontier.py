@@ -438,3 +438,13 @@ def test_no_ready_host_starves(opener: Callable[..., Opener]) -> None:
             worst = max(worst, now - ready_since.pop(lease.host_hash, now))
         now += 0.1
     assert worst <= 7.0 + 40 * 0.1, worst
+
+
+def test_a_host_state_keeps_its_sitemap_count_and_reads_one_from_before() -> None:
+    from hive.core.frontier.hosts import HostState
+
+    state = HostState("a.test")
+    old = state.encode()
+    state.sitemaps = 3
+    assert HostState.decode(state.encode()).sitemaps == 3
+    assert HostState.decode(old).sitemaps == 0 and len(old) < len(state.encode())

@@ -280,8 +280,8 @@ def test_both_schemes_of_a_host_share_one_store_value() -> None:
 @pytest.mark.parametrize("data", [
     b"",
     b"\x09",
-    b"\x02\x00",
-    b"\x02\x07\x00" + bytes(20),
+    b"\x03\x00",
+    b"\x03\x07\x00" + bytes(20),
     encode_entries({"http": RobotsRules("allow_all", "hive", 1.0)})[:-3],
     encode_entries({"http": parsed("User-agent: *\nDisallow: /x\n")}).replace(b"D2 /x", b"Q2 /x"),
 ])
@@ -292,6 +292,23 @@ def test_corrupt_entries_raise_store_error(data: bytes) -> None:
 
 def test_an_entry_of_the_first_format_is_empty() -> None:
     assert decode_entries(b"\x01\x00" + bytes(8)) == {}
+
+
+def test_an_entry_from_before_sitemaps_were_kept_is_empty_so_refetched() -> None:
+    """A version-2 entry (no Sitemap: lines kept) is never misread as a version-3 one."""
+    rules = parsed("User-agent: *\nDisallow: /x\n")
+    current = encode_entries({"http": rules})
+    assert current[0] == 3
+    assert decode_entries(b"\x02" + current[1:]) == {}
+
+
+def test_the_sitemaps_a_robots_txt_names_are_kept_with_its_rules() -> None:
+    named = ("http://a.test/sitemap.xml", "http://b.test/s%20m.xml")
+    rules = RobotsRules.parse(b"User-agent: *\nDisallow: /x\n", "hive", 1.0, 2.0, named)
+    back = decode_entries(encode_entries({"https": rules}))["https"]
+    assert back.sitemaps == named and back == rules
+    assert back.restamped(5.0).sitemaps == named
+    assert RobotsRules.parse(b"", "hive", 1.0, 2.0).sitemaps == ()
 
 
 # --- the cache -------------------------------------------------------------

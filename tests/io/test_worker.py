@@ -648,7 +648,7 @@ def test_unreadable_rules_while_fresh_mean_robots_txt_again_before_any_page(
     try:
         state = worker.frontier.back.host(host_hash(key))
         assert state is not None and state.robots_state("http")[0] > time.time() + 3600
-        worker.frontier.store.put("robots", key.encode(), b"\x02damaged")
+        worker.frontier.store.put("robots", key.encode(), b"\x03damaged")
         worker.frontier.commit(time.time())
         page = web_server.url(host, "/?after=damage")  # not seen: / linked nothing at depth 0
         worker.add([page], time.time())

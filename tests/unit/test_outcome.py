@@ -42,7 +42,11 @@ def test_what_each_kind_says_of_itself() -> None:
     assert Kind.ROBOTS_UNREACHABLE.final and Kind.ROBOTS_UNREACHABLE.error
     assert not Kind.ROBOTS_RETRY.final and not Kind.ROBOTS_RETRY.retryable
     assert {k for k in Kind if not k.error} == {
-        Kind.OK, Kind.REDIRECT, Kind.ROBOTS, Kind.DENIED, Kind.ROBOTS_OK, Kind.ROBOTS_STALE}
+        Kind.OK, Kind.REDIRECT, Kind.ROBOTS, Kind.DENIED, Kind.ROBOTS_OK, Kind.ROBOTS_STALE,
+        Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.FEED_OK, Kind.FEED_TRUNCATED}
+    # A sitemap or feed that did not parse to its end is an error; one cut at a limit is not.
+    assert Kind.SITEMAP_ERROR.error and Kind.SITEMAP_ERROR.final
+    assert Kind.FEED_ERROR.error and not Kind.SITEMAP_TRUNCATED.retryable
 
 
 def test_the_batch_counts_errors_by_kind() -> None:

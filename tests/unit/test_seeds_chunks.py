@@ -27,3 +27,13 @@ def test_unreadable_and_overlong_lines_are_refused_by_number() -> None:
 
 def test_nothing_in_nothing_out() -> None:
     assert list(url_chunks(iter([b"\n", b"# x\n"]), "stdin", 1000)) == []
+
+
+def test_a_sitemap_seed_keeps_its_prefix_canonical_after_it() -> None:
+    from hive import config
+    from hive.procs.seeds import screen
+
+    cfg = config.load(environ={})
+    seeds = screen(["sitemap:HTTP://A.test:80/s.xml", "sitemap:nonsense", "http://a.test"], cfg)
+    assert seeds.urls == ["sitemap:http://a.test/s.xml", "http://a.test/"]
+    assert [r.seed for r in seeds.refused] == ["sitemap:nonsense"]

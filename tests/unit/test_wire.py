@@ -447,3 +447,25 @@ def test_json_frames_are_compact_utf8() -> None:
     frames = encode_command("deny", {"patterns": ["é"]})
     assert frames[1] == '{"cmd":"deny","patterns":["é"]}'.encode()
     assert json.loads(frames[1]) == {"cmd": "deny", "patterns": ["é"]}
+
+
+def test_a_record_kind_survives_the_wire_and_a_page_is_written_as_before() -> None:
+    """A page's bytes carry no kind (so records from before kinds decode as pages); a
+    sitemap, feed or listed page carries its kind through a batch and the splitter's routes."""
+    from hive.core.record import FEED, LISTED, SITEMAP, seed_kind
+
+    page = UrlRecord("http://a.test/", "a.test", 1, "http://v.test/")
+    assert page.encode()[5:].count(b"\0") == 2
+    kinds = [UrlRecord(f"http://a.test/{k}", "a.test", 0, "v", 0, 0, 1, k)
+             for k in (SITEMAP, FEED, LISTED)]
+    frames = wire.encode_batch(3, 9, [page, *kinds])
+    decoded = wire.decode(frames)
+    assert isinstance(decoded, wire.Batch) and list(decoded.records) == [page, *kinds]
+    _, _, routes = wire.decode_batch_routes(frames)
+    assert [UrlRecord.decode(data).kind for _, data in routes] == ["", SITEMAP, FEED, LISTED]
+    with pytest.raises(ValueError):
+        UrlRecord.decode(page.encode() + b"\0q")
+    with pytest.raises(wire.WireError):
+        wire.encode_batch(3, 9, [UrlRecord("http://a.test/", "a.test", kind="q")])
+    assert seed_kind("sitemap:http://a.test/s.xml") == (SITEMAP, "http://a.test/s.xml")
+    assert seed_kind("http://a.test/") == ("", "http://a.test/")

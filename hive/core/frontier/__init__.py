@@ -23,6 +23,14 @@ failures (hive/core/politeness.py says which and why). Robots leases (kind
 take the outcomes ``robots_ok``, ``robots_stale``, ``robots_retry`` and
 ``robots_unreachable`` (see ``_robots_done``); any other (``refused_address``)
 blocks the host, whose URLs then end with that outcome.
+
+Sitemaps (records of kind ``sitemap``) are leased like pages, under their host's
+politeness and robots.txt; each host admits at most ``max_sitemaps`` of them
+over the crawl (``sitemaps.max_files_per_host``; past it they are refused as
+``max_sitemaps_per_host``), and they count against neither ``max_depth`` (their
+depth is their index level, bounded by the pipeline) nor ``max_urls_per_host``.
+A lease refused before its fetch (``refused``: a page listed by a sitemap its
+origin does not vouch for) leaves the seen set, so a link may still bring it in.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from hive.core.frontier.refusals import Refusals
 from hive.core.frontier.seen import SeenSet
 from hive.core.outcome import Kind, Outcome, parse_kinds
 from hive.core.politeness import Politeness
-from hive.core.record import UrlRecord
+from hive.core.record import SITEMAP, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.storage.schema import META_REFUSALS, U64, URL_KEY, MetaState, damaged_key, url_key
 from hive.storage.store import Store
@@ -101,10 +109,12 @@ class Frontier:
         robots: bool = True,
         crawl_delay_skip: bool = False,
         session_ids: Sequence[str] = (),
+        max_sitemaps: int = 0,
         rng: random.Random | None = None,
         now: float = 0.0,
     ) -> None:
         self.cfg = cfg
+        self.max_sitemaps = max_sitemaps
         # The seen set's fingerprint of a URL leaves its session ids out (hive.core.urls).
         self.fingerprint = functools.partial(fingerprint, session_ids=SessionIds(session_ids))
         self.politeness = politeness
@@ -153,7 +163,8 @@ class Frontier:
             path, cfg.frontier, Politeness.from_config(cfg.politeness),
             threads=cfg.fetch.threads, robots=cfg.robots.enabled,
             crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip",
-            session_ids=cfg.scope.session_ids, rng=rng, now=now,
+            session_ids=cfg.scope.session_ids,
+            max_sitemaps=cfg.sitemaps.max_files_per_host, rng=rng, now=now,
         )
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -200,22 +211,30 @@ class Frontier:
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
-            before = host.admitted
+            before = host.admitted, host.sitemaps
             for record in group:
                 key = URL_KEY.pack(hh, url_hash(record.url))
-                if host.blocked or record.depth > max_depth or (budget and host.admitted >= budget):
+                if record.kind == SITEMAP:
+                    if host.blocked or host.sitemaps >= self.max_sitemaps:
+                        self._refuse(key, host, record)
+                        continue
+                elif host.blocked or record.depth > max_depth or (
+                        budget and host.admitted >= budget):
                     self._refuse(key, host, record)
                     continue
                 if not add(key):
                     self._count("frontier/duplicates")
                     continue
-                host.admitted += 1
+                if record.kind == SITEMAP:
+                    host.sitemaps += 1
+                else:
+                    host.admitted += 1
                 level = int(prioritize(record, host))
                 if not 1 <= level <= levels:
                     level = 1 if level < 1 else levels
                 seq += 1
                 queued.append((level, seq, record.encode()))
-            if host.admitted != before:
+            if (host.admitted, host.sitemaps) != before:
                 self._touch(hh, host)
         self._seq = seq
         self.front.extend(queued)
@@ -227,6 +246,8 @@ class Frontier:
         the reason is the block or the config key that refused it."""
         if host.blocked:
             reason = host.blocked
+        elif record.kind == SITEMAP:
+            reason = "max_sitemaps_per_host"
         elif record.depth > self.cfg.max_depth:
             reason = "max_depth"
         else:
@@ -503,6 +524,10 @@ class Frontier:
             lease.record.attempts += 1
             back.replace(lease.key, host, lease.record.encode())
             self._count("frontier/retried")
+        elif kind == Kind.REFUSED:
+            back.remove(lease.key, host)
+            self.seen.forget(URL_KEY.pack(hh, self.fingerprint(lease.record.url)))
+            self._count("frontier/done/refused")
         else:
             back.remove(lease.key, host)
             self._finish(URL_KEY.pack(hh, self.fingerprint(lease.record.url)), kind)

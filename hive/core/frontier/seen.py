@@ -33,5 +33,11 @@ class SeenSet:
         store.txn.put(key, DONE + outcome.encode(), db=self._db)
         store.ops += 1
 
+    def forget(self, key: bytes) -> None:
+        """Drop a URL refused after its lease: it may be admitted again."""
+        store = self.store
+        store.txn.delete(key, db=self._db)
+        store.ops += 1
+
     def state(self, key: bytes) -> bytes | None:
         return self.store.get("urls", key)

@@ -1,0 +1,150 @@
+"""Sitemaps and feeds crawled end to end: a worker against the sitemap hosts of the test web.
+
+At the server: exactly the pages sitemaps and feeds allow are fetched (orphans
+no link reaches, gzipped children of an index, a text sitemap, what parses of a
+broken one, cross-submission only where robots.txt vouches, feed items),
+politely; a host's listed pages come in the order their priority gives; the
+50,001-URL sitemap is read to the protocol's limit.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hive.core.record import SITEMAP, UrlRecord
+from hive.procs.worker import Worker
+from hive.testweb import Web
+from hive.testweb.requestlog import as_received, politeness_violations, received
+from hive.testweb.server import WebServer, serve
+from hive.testweb.sitemaps import MAX_URLS, SitemapWeb
+from tests.conftest import WEB_ADDRESS, crawl_config
+
+MIN_DELAY = 0.05
+
+
+@pytest.fixture(scope="module")
+def sitemap_web() -> Iterator[WebServer]:
+    with serve(Web(seed=1, hosts=1, pages=1, hostile=False), WEB_ADDRESS, sitemaps=True) as web:
+        yield web
+
+
+def _config(web: WebServer, **sections: dict[str, object]) -> object:
+    return crawl_config(web, politeness={"min_delay": MIN_DELAY}, **sections)  # type: ignore[arg-type]
+
+
+def test_the_sitemap_server_is_off_by_default() -> None:
+    with serve(Web(seed=1, hosts=1, pages=1, hostile=False), WEB_ADDRESS) as web:
+        assert web.sitemaps is None
+
+
+def test_a_crawl_fetches_what_sitemaps_and_feeds_allow_politely(
+    sitemap_web: WebServer, tmp_path: Path
+) -> None:
+    sm: SitemapWeb | None = sitemap_web.sitemaps
+    assert sm is not None
+    sitemap_web.reset()
+    seeded = ("orphans", "index", "text", "broken", "cross", "feeds")
+    cfg = _config(sitemap_web)
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path / "logs",  # type: ignore[arg-type]
+                    rng=random.Random(7))
+    try:
+        worker.add([sm.url(kind, "/") for kind in seeded], time.time())
+        assert worker.run_until_idle(timeout=20)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    requests = [r for r in sitemap_web.requests if r.hostname.startswith("sm-")]
+    got = {r.url for r in requests if r.path != "/robots.txt"}
+    index_files = ["/sitemap_index.xml", "/sitemap-a.xml.gz", "/sitemap-b.xml.gz",
+                   "/nested/index.xml", "/nested/c.xml", "/sub/sitemap.xml.gz"]
+    allowed = {sm.url(kind, "/") for kind in seeded}
+    allowed |= {sm.url(k, "/sitemap.xml") for k in ("orphans", "broken", "cross")}
+    allowed |= {sm.url("index", path) for path in index_files}
+    allowed |= {sm.url("text", "/sitemap.txt")}
+    allowed |= {sm.url("feeds", "/feed.rss"), sm.url("feeds", "/feed.atom")}
+    for kind in ("orphans", "text", "broken", "feeds"):
+        allowed |= set(sm.listed(kind))
+    allowed |= set(sm.listed("index")) - set(sm.refused_paths())
+    allowed |= {u for u in sm.listed("cross") if "cross-named" in u}
+    assert got == allowed
+    assert not [r for r in requests if r.hostname == sm.host("cross-unnamed")
+                and r.path != "/robots.txt"]
+    violations = politeness_violations(
+        as_received(requests, received(tmp_path / "logs")), MIN_DELAY, tolerance=0.005)
+    assert violations == []
+    # Status and the crawl log say what sitemaps gave and what they were refused.
+    host = f"{sm.host('orphans')}:{sitemap_web.port}"
+    assert stats[f"sitemaps/host/{host}/urls"] == 20
+    assert stats[f"sitemaps/host/{host}/fetched"] == 1
+    broken = f"{sm.host('broken')}:{sitemap_web.port}"
+    assert stats[f"sitemaps/host/{broken}/errors"] == 1
+    assert stats["sitemaps/fetched"] == 1 + 6 + 1 + 1 + 1
+    assert stats["feeds/fetched"] == 2 and stats["feeds/urls"] == 8
+    assert stats["links/refused/sitemap_origin"] == 3
+    assert stats["links/refused/sitemap_path"] == 2
+    log = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("crawl-*.jsonl"))
+    assert '"reason":"sitemap_origin"' in log.replace(" ", "")
+    assert '"sitemap_error"' in log and '"sitemap_ok"' in log and '"feed_ok"' in log
+    # The order at the server reflects the orphans' priorities (a sitemap priority of
+    # 0.0-0.2 puts a page a level below the others): with the chooser stochastic, the
+    # tolerance is that those pages come later on average by a third of the list.
+    order = [r.path for r in sorted(requests, key=lambda r: r.start)
+             if r.hostname == sm.host("orphans") and r.path.startswith("/orphan/")]
+    low = [i for i, path in enumerate(order) if int(path.split("/")[2].split(".")[0]) % 10 < 3]
+    high = [i for i, path in enumerate(order) if i not in low]
+    assert statistics.mean(low) - statistics.mean(high) > len(order) / 3
+
+
+def test_the_50001_url_sitemap_is_read_to_the_protocol_limit(
+    sitemap_web: WebServer, tmp_path: Path
+) -> None:
+    """The worker's pipeline reads it (the pages are handed on, not crawled)."""
+    sm = sitemap_web.sitemaps
+    assert sm is not None
+    handed: list[UrlRecord] = []
+    cfg = _config(sitemap_web, fetch={"max_body_bytes": 8 << 20, "max_decoded_bytes": 16 << 20})
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path,  # type: ignore[arg-type]
+                    on_links=lambda links, now: handed.extend(links))
+    try:
+        worker.add(["sitemap:" + sm.url("oversize", "/sitemap.xml")], time.time())
+        assert worker.run_until_idle(timeout=20)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    pages = [r for r in handed if r.kind != SITEMAP]
+    assert len(pages) == MAX_URLS
+    assert {r.url for r in pages} == set(sm.listed("oversize")[:MAX_URLS])
+    assert stats["worker/outcome/sitemap_truncated"] == 1
+    assert stats["sitemaps/truncated"] == 1
+
+
+def test_robots_default_mode_guesses_sitemap_xml_and_files_per_host_are_capped(
+    sitemap_web: WebServer, tmp_path: Path
+) -> None:
+    """robots+default asks /sitemap.xml of an origin whose robots.txt names none; with
+    sitemaps.max_files_per_host = 2 the index host gets its index and one child only."""
+    sm = sitemap_web.sitemaps
+    assert sm is not None
+    sitemap_web.reset()
+    handed: list[UrlRecord] = []
+    cfg = _config(sitemap_web, sitemaps={"mode": "robots+default", "max_files_per_host": 2})
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)  # type: ignore[arg-type]
+    worker.on_links = lambda links, now: (handed.extend(links), worker.frontier.admit(
+        [r for r in links if r.kind == SITEMAP], now))[1]
+    try:
+        worker.add([sm.url("cross-unnamed", "/"), sm.url("index", "/")], time.time())
+        assert worker.run_until_idle(timeout=20)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    paths = {(r.hostname, r.path) for r in sitemap_web.requests}
+    assert (sm.host("cross-unnamed"), "/sitemap.xml") in paths
+    index_files = [p for h, p in paths if h == sm.host("index") and "sitemap" in p]
+    assert len(index_files) == 2
+    assert stats["frontier/refused/max_sitemaps_per_host"] >= 1
