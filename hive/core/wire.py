@@ -205,11 +205,12 @@ def encode_records(records: Sequence[UrlRecord]) -> bytes:
         encoded = [record.encode() for record in records]
     except (UnicodeEncodeError, struct.error) as exc:
         raise WireError("bad_record", str(exc)) from exc
-    # Exactly two NULs (the separators) after the header and a non-empty url and
-    # host key, or the receiver could not decode the record, and an undecodable
-    # batch would be resent from the outbox forever.
+    # Exactly the separators as NULs after the header (two, three with a hop path) and a
+    # non-empty url and host key, or the receiver could not decode the record, and an
+    # undecodable batch would be resent from the outbox forever.
     for record, data in zip(records, encoded, strict=True):
-        if data.count(b"\0", _RECORD_HEAD_SIZE) != 2 or not record.url or not record.host_key:
+        nuls = 3 if record.path else 2
+        if data.count(b"\0", _RECORD_HEAD_SIZE) != nuls or not record.url or not record.host_key:
             raise WireError("bad_record", repr(record))
     frame = _frame(encoded)
     if len(frame) > MAX_FRAME_BYTES:
@@ -248,8 +249,11 @@ def decode_batch_routes(frames: Sequence[bytes]) -> tuple[int, int, list[tuple[s
     routes = []
     for pos, data in _framed(frames[2]):
         parts = data[_RECORD_HEAD_SIZE:].split(b"\0")
-        if len(data) < _RECORD_HEAD_SIZE or len(parts) != 3 or not parts[0] or not parts[1]:
-            raise WireError("bad_record", f"at {pos}: expected url, host key and via")
+        if (
+            len(data) < _RECORD_HEAD_SIZE or not 3 <= len(parts) <= 4 or not parts[0]
+            or not parts[1] or parts[3:] == [b""]
+        ):
+            raise WireError("bad_record", f"at {pos}: expected url, host key, via, [path]")
         try:
             data[_RECORD_HEAD_SIZE:].decode("utf-8")
         except UnicodeDecodeError as exc:

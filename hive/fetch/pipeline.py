@@ -2,7 +2,8 @@
 
 lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
 → robots.txt → fetch through the one fetcher → WARC records (flushed before
-the outcome is returned) → links from HTML and headers → scope → ``Fetched``.
+the outcome is returned) → links from HTML and headers, embeds from HTML and CSS
+→ scope → ``Fetched``.
 Every failure becomes an outcome kind; nothing raises out of ``run`` but a bug
 or a disk that cannot take the WARC records.
 
@@ -23,6 +24,17 @@ worker gives it back and its origin's robots.txt is fetched first.
 (the only one that reads and writes the store behind the cache); ``run`` on a
 fetch thread. A host's politeness clock runs from when its response finished
 arriving (``finished``), as the frontier applies it.
+
+**Embeds** (page requisites: hive.fetch.requisites) are handed on as URLs like
+links, through the frontier (robots.txt and politeness as for any URL), with the
+hop ``E`` on their path (hive.core.record) and ranked at ``EMBED_LEVEL``, so a
+page's requisites are fetched soon after it; at the page's own depth, so
+``frontier.max_depth`` never refuses them; whatever nofollow says; kept or
+refused by ``scope.embeds``. An embed's own embeds (a stylesheet's ``url()`` and
+``@import``) follow until ``scope.max_embed_hops`` of them in a row; the links
+found on an embed are not followed (counted as ``links/refused/on_embed``): an
+embed may lie outside the scope, and a link scoped against it would leave it.
+A redirect from an embed leads to an embed.
 """
 
 from __future__ import annotations
@@ -42,15 +54,23 @@ from hive.config import Config
 from hive.core.frontier import PAGE, ROBOTS, Lease
 from hive.core.outcome import Kind, Outcome, kind
 from hive.core.politeness import Politeness
-from hive.core.record import UrlRecord
+from hive.core.record import (
+    HOP_EMBED,
+    HOP_LINK,
+    HOP_REDIRECT,
+    UrlRecord,
+    embed_hops,
+    extend_path,
+)
 from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.client import Fetcher, FetchResult
 from hive.fetch.cookies import CookieJars
 from hive.fetch.dns import AddressGuard, DnsCache, Resolver
 from hive.fetch.headers import refresh_target, robots_nofollow
-from hive.fetch.parse import Scope, extract_links
+from hive.fetch.parse import Scope, extract_links, media_type
 from hive.fetch.proxy import Proxy
+from hive.fetch.requisites import EmbedBudget, css_embeds
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.fetch.warc import Truncation, WarcWriter
 
@@ -64,6 +84,9 @@ log = logging.getLogger(__name__)
 # one larger than BIG_ROBOTS at once, so T threads meeting such files hold ~60 MB, not T x 30.
 ROBOTS_PARSES = 2
 BIG_ROBOTS = 64 << 10
+# The front-queue level of an embed: the highest, so a page's requisites are drawn soon
+# after it and an archive holds the page and its requisites as they were at one moment.
+EMBED_LEVEL = 1
 
 @dataclass(slots=True, kw_only=True)
 class Fetched(Outcome):
@@ -82,6 +105,7 @@ class Fetched(Outcome):
     refused: list[tuple[str, str, int]] = field(default_factory=list)
     recent_links: int = 0
     links_truncated: bool = False
+    embeds: int = 0  # of ``links``, how many are embeds
     rules: RobotsRules | None = None
 
 
@@ -323,18 +347,29 @@ class Pipeline:
             message=result.message, mime=result.content_type or "",
         )
         if fetched.kind is Kind.OK:
-            cap = self.cfg.parse.max_links_per_page
-            links = extract_links(
-                record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
-                max_links=cap, max_url_length=self.cfg.scope.max_url_length,
+            chain = embed_hops(record.path)
+            budget = (
+                EmbedBudget(self.cfg.parse.max_css_bytes, self.cfg.parse.max_embeds_per_page,
+                            self.cfg.scope.max_url_length)
+                if chain < self.cfg.scope.max_embed_hops else None
             )
-            fetched.refused_links.update(links.refused)
-            if links.truncated:
-                fetched.links_truncated = True
-                fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
-                log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
-            found = self._header_links(record.url, result.headers, links.links, fetched)
-            self._follow(fetched, found, record.depth + 1, record.hops)
+            media, charset = media_type(result.content_type)
+            if budget is not None and media == "text/css":
+                embeds, refused = css_embeds(record.url, result.body, charset, budget)
+                fetched.refused_links.update(refused)
+            else:
+                links, embeds = self._links(record, result, fetched, budget)
+                if chain:
+                    if links:
+                        fetched.refused_links["on_embed"] += len(links)
+                else:
+                    self._follow(fetched, links, record.depth + 1, record.hops,
+                                 extend_path(record.path, HOP_LINK))
+            if embeds:
+                before = len(fetched.links)
+                self._follow(fetched, [url for url, _ in embeds], record.depth, record.hops,
+                             extend_path(record.path, HOP_EMBED), embed=True)
+                fetched.embeds = len(fetched.links) - before
         elif fetched.kind is Kind.REDIRECT and self._redirects_to_self(record.url, result.location):
             fetched.kind, fetched.retry_after = Kind.REDIRECT_TO_SELF, None
             fetched.message = "redirected to itself" + (
@@ -354,8 +389,28 @@ class Pipeline:
                     fetched.refused_links[exc.reason] += 1
                     fetched.message = f"redirect to {exc}"
                 else:
-                    self._follow(fetched, [target], record.depth, record.hops + 1)
+                    self._follow(fetched, [target], record.depth, record.hops + 1,
+                                 extend_path(record.path, HOP_REDIRECT),
+                                 embed=embed_hops(record.path) > 0)
         return fetched
+
+    def _links(
+        self, record: UrlRecord, result: FetchResult, fetched: Fetched, budget: EmbedBudget | None
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        """The links of a page, its headers' included, and (with a budget) its embeds."""
+        cap = self.cfg.parse.max_links_per_page
+        links = extract_links(
+            record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
+            max_links=cap, max_url_length=self.cfg.scope.max_url_length, embeds=budget,
+        )
+        fetched.refused_links.update(links.refused)
+        fetched.refused_links.update(links.embeds_refused)
+        if links.truncated:
+            fetched.links_truncated = True
+            fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
+            log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
+        found = self._header_links(record.url, result.headers, links.links, fetched)
+        return found, links.embeds
 
     def _header_links(
         self, url: str, headers: list[tuple[str, str]], links: list[str], fetched: Fetched
@@ -387,8 +442,12 @@ class Pipeline:
                     links = [target, *links]
         return links
 
-    def _follow(self, fetched: Fetched, urls: list[str], depth: int, hops: int) -> None:
-        """Keep the links in scope that were not handed on a moment ago.
+    def _follow(
+        self, fetched: Fetched, urls: list[str], depth: int, hops: int, path: str,
+        embed: bool = False,
+    ) -> None:
+        """Keep the links (``embed``: the embeds) in scope that were not handed on a moment
+        ago; ``path`` is their hop path.
 
         A link joins ``recent`` only once in scope: scope depends on the page a
         link is found on, so one refused here may be followed from another page.
@@ -398,13 +457,16 @@ class Pipeline:
             if url in recent:
                 fetched.recent_links += 1
                 continue
-            reason = self.scope.check(url, source)
+            reason = self.scope.check(url, source, embed)
             if reason is not None:
                 fetched.refused_links[reason] += 1
                 fetched.refused.append((reason, url, depth))
                 continue
             recent.add(url)
-            fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops))
+            fetched.links.append(UrlRecord(
+                url, host_key(url), depth, source, hops, hint=EMBED_LEVEL if embed else 0,
+                path=path,
+            ))
 
     def _fetch_robots(
         self, lease: Lease, stale: RobotsRules | None, address: str, started: float

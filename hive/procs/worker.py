@@ -227,7 +227,9 @@ class Worker:
                 self.counts[f"links/refused/{reason}"] += n
             if fetched.refused:
                 self._refused_links(fetched, now)
-            self.counts["links/found"] += len(fetched.links)
+            self.counts["links/found"] += len(fetched.links) - fetched.embeds
+            if fetched.embeds:
+                self.counts["embeds/found"] += fetched.embeds
             self.counts["links/recent_dropped"] += fetched.recent_links
             self.counts["links/truncated_pages"] += fetched.links_truncated
 
@@ -273,7 +275,7 @@ class Worker:
         self.crawl_log.write(
             fetched.finished, kind, record.url, status=fetched.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
-            depth=record.depth, mime=fetched.mime, message=fetched.message,
+            depth=record.depth, mime=fetched.mime, message=fetched.message, hop=record.path,
         )
 
     def _remember_delay(self, host: str, outcome: Outcome) -> None:

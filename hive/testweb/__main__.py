@@ -33,12 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--page-bytes", type=int, default=5000)
     parser.add_argument("--domain", default="web.test")
     parser.add_argument("--no-hostile", action="store_true", help="leave the hostile hosts out")
+    parser.add_argument("--requisites", action="store_true",
+                        help="pages embed stylesheets, images, a script and a font")
     parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
     parser.add_argument("--log", type=Path, help="append the request log here as JSON lines")
     args = parser.parse_args(argv)
     web = Web(
         args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
-        args.domain, not args.no_hostile, args.crawl_delay,
+        args.domain, not args.no_hostile, args.crawl_delay, args.requisites,
     )
     # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
     sys.setswitchinterval(0.0005)
