@@ -137,6 +137,8 @@ class ScopeConfig:
     max_segment_repeat: int
     honour_nofollow: bool
     session_ids: list[str]
+    embeds: str
+    max_embed_hops: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +233,7 @@ SECTIONS: dict[str, type[Any]] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "politeness.crawl_delay_over_cap": ("cap", "skip"),
     "scope.mode": ("host", "domain", "any"),
+    "scope.embeds": ("any", "same_domain", "off"),
     "sitemaps.mode": ("robots", "robots+default", "off"),
     "log.level": ("debug", "info", "warning", "error"),
     "hive.transport": ("ipc", "tcp"),
@@ -281,6 +284,9 @@ def _check_range(key: str, value: Any) -> None:
         if key in MINIMUM_ONE and value < 1:
             raise ConfigError(f"{key}: must be at least 1, got {value!r}")
 
+# A URL's hop path keeps its last 16 letters (hive.core.record.MAX_PATH_LETTERS): a longer
+# chain of embeds could not be counted.
+MAX_EMBED_HOPS = 16
 
 # Request headers the fetcher writes itself (fetch.headers may not repeat them).
 FETCHER_HEADERS = frozenset({
@@ -340,6 +346,9 @@ def _check_whole(cfg: Config) -> None:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     _check_dns(cfg.dns)
+    if cfg.scope.max_embed_hops > MAX_EMBED_HOPS:
+        raise ConfigError(f"scope.max_embed_hops: must be at most {MAX_EMBED_HOPS} (the letters "
+                          f"a hop path keeps), got {cfg.scope.max_embed_hops}")
     if cfg.sitemaps.base_level > cfg.frontier.levels:
         raise ConfigError(f"sitemaps.base_level: must be at most frontier.levels "
                           f"({cfg.frontier.levels}), got {cfg.sitemaps.base_level}")

@@ -6,7 +6,7 @@ queue values) and, inside batches, by the wire; it is a fixed header followed by
 NUL-separated UTF-8 strings, so decoding never evaluates anything::
 
     >HBBB  depth, hops (redirects followed to reach it), attempts, hint
-    url \\0 host_key \\0 via [\\0 kind]
+    url \\0 host_key \\0 via [\\0 kind [\\0 path]]
 
 ``kind`` says what the URL is fetched as: a page (``PAGE``, the empty string,
 written as nothing at all, so a page's bytes are those of records written
@@ -17,6 +17,21 @@ it is fetched, hive.fetch.pipeline). A sitemap's ``depth`` counts the index
 levels above it (0: named by robots.txt or a seed); a page it lists is one deeper.
 
 A seed or ``hive add`` line ``sitemap:<url>`` is a sitemap (``seed_kind``).
+
+**The hop path** (``path``, Heritrix's "hopsPath" or pathFromSeed) says how a URL
+was reached from its seed, one letter a hop: ``L`` a link, ``E`` an embed (a page
+requisite: hive.fetch.requisites), ``R`` a redirect; a seed's is empty. It keeps
+its last ``MAX_PATH_LETTERS`` letters: a longer path is written as Heritrix writes
+it, ``N+`` and its last letters, ``N`` the hops left out. A URL is an embed when
+the run of non-link hops that ends its path holds an ``E`` (a page's stylesheet,
+the image that stylesheet names, either one's redirect target); ``embed_hops``
+counts the ``E`` of that run, which bounds chains such as CSS ``@import``.
+
+The optional strings are written only when needed: the kind when it is not a
+page's or when a path follows it (then it may be empty), the path when it is not
+empty. A record written before either existed (queued in a store, kept in an
+outbox) has three strings and decodes as a page with an empty path, and a seed
+page's record is written as then.
 """
 
 from __future__ import annotations
@@ -32,6 +47,10 @@ FEED = "f"
 LISTED = "l"
 KINDS = frozenset({PAGE, SITEMAP, FEED, LISTED})
 SITEMAP_PREFIX = "sitemap:"
+HOP_LINK, HOP_EMBED, HOP_REDIRECT = "L", "E", "R"
+# Enough for any embed chain and the last links before it; a path costs its letters in
+# every queued record, so it is not the whole path of a deep crawl.
+MAX_PATH_LETTERS = 16
 
 
 def seed_kind(line: str) -> tuple[str, str]:
@@ -41,10 +60,41 @@ def seed_kind(line: str) -> tuple[str, str]:
     return PAGE, line
 
 
-class UrlRecord:
-    """A canonical URL plus its provenance; ``hint`` is a priority level (0: none)."""
+def extend_path(path: str, hop: str) -> str:
+    """The hop path of a URL reached from one with ``path`` by one more ``hop``."""
+    plus = path.find("+")
+    if len(path) - plus - 1 < MAX_PATH_LETTERS:
+        return path + hop
+    dropped = int(path[:plus]) if plus >= 0 else 0
+    return f"{dropped + 1}+{path[plus + 2:]}{hop}"
 
-    __slots__ = ("url", "host_key", "depth", "via", "hops", "attempts", "hint", "kind")
+
+def path_hops(path: str) -> int:
+    """How many hops a hop path stands for, those it left out included."""
+    plus = path.find("+")
+    return (int(path[:plus]) if plus >= 0 else 0) + len(path) - plus - 1
+
+
+def embed_hops(path: str) -> int:
+    """The embed hops in the run of non-link hops that ends ``path`` (0: not an embed)."""
+    count = 0
+    for letter in reversed(path):
+        if letter == HOP_LINK or letter == "+":
+            break
+        count += letter == HOP_EMBED
+    return count
+
+
+def separators(kind: str, path: str) -> int:
+    """The NULs a record of this kind and path holds after its header."""
+    return 4 if path else 3 if kind else 2
+
+
+class UrlRecord:
+    """A canonical URL plus its provenance; ``hint`` is a priority level (0: none),
+    ``kind`` what it is fetched as, ``path`` the hop path (see the module docstring)."""
+
+    __slots__ = ("url", "host_key", "depth", "via", "hops", "attempts", "hint", "kind", "path")
 
     def __init__(
         self,
@@ -56,6 +106,7 @@ class UrlRecord:
         attempts: int = 0,
         hint: int = 0,
         kind: str = PAGE,
+        path: str = "",
     ) -> None:
         self.url = url
         self.host_key = host_key
@@ -65,6 +116,7 @@ class UrlRecord:
         self.attempts = attempts
         self.hint = hint
         self.kind = kind
+        self.path = path
 
     def encode(self) -> bytes:
         depth, hops, attempts, hint = self.depth, self.hops, self.attempts, self.hint
@@ -74,7 +126,8 @@ class UrlRecord:
             attempts if attempts < MAX_SMALL else MAX_SMALL,
             hint if hint < MAX_SMALL else MAX_SMALL,
         )
-        tail = f"\0{self.kind}" if self.kind else ""
+        path = self.path
+        tail = f"\0{self.kind}\0{path}" if path else f"\0{self.kind}" if self.kind else ""
         return head + f"{self.url}\0{self.host_key}\0{self.via}{tail}".encode()
 
     @classmethod
@@ -84,12 +137,14 @@ class UrlRecord:
             raise ValueError("url record: too short")
         depth, hops, attempts, hint = _HEAD.unpack_from(data)
         parts = data[_HEAD.size :].decode("utf-8").split("\0")
-        if not 3 <= len(parts) <= 4 or not parts[0] or not parts[1]:
-            raise ValueError("url record: expected url, host key, via and maybe a kind")
-        kind = parts[3] if len(parts) == 4 else PAGE
-        if kind not in KINDS or (len(parts) == 4 and not kind):
-            raise ValueError(f"url record: unknown kind {kind[:8]!r}")
-        return cls(parts[0], parts[1], depth, parts[2], hops, attempts, hint, kind)
+        count = len(parts)
+        if not 3 <= count <= 5 or not parts[0] or not parts[1]:
+            raise ValueError("url record: expected url, host key, via, and a kind and path if any")
+        kind = parts[3] if count >= 4 else PAGE
+        path = parts[4] if count == 5 else ""
+        if kind not in KINDS or (count == 4 and not kind) or (count == 5 and not path):
+            raise ValueError(f"url record: bad kind {kind[:8]!r} or path {path[:8]!r}")
+        return cls(parts[0], parts[1], depth, parts[2], hops, attempts, hint, kind, path)
 
     @staticmethod
     def host_key_of(data: bytes) -> str:
@@ -109,4 +164,6 @@ class UrlRecord:
 
     def __repr__(self) -> str:
         kind = f", kind={self.kind!r}" if self.kind else ""
-        return f"UrlRecord({self.url!r}, depth={self.depth}, attempts={self.attempts}{kind})"
+        path = f", path={self.path!r}" if self.path else ""
+        return (f"UrlRecord({self.url!r}, depth={self.depth}, attempts={self.attempts}"
+                f"{kind}{path})")

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from hive.core.record import KINDS, UrlRecord
+from hive.core.record import KINDS, UrlRecord, separators
 from hive.errors import HiveError
 
 SUPERVISOR_ORIGIN = 0xFFFF
@@ -205,13 +205,12 @@ def encode_records(records: Sequence[UrlRecord]) -> bytes:
         encoded = [record.encode() for record in records]
     except (UnicodeEncodeError, struct.error) as exc:
         raise WireError("bad_record", str(exc)) from exc
-    # Exactly the separators after the header (two, three with a kind), a known kind and a
-    # non-empty url and host key, or the receiver could not decode the record, and an
-    # undecodable batch would be resent from the outbox forever.
+    # Exactly the separators after the header (two; three with a kind; four with a hop
+    # path), a known kind and a non-empty url and host key, or the receiver could not
+    # decode the record, and an undecodable batch would be resent from the outbox forever.
     for record, data in zip(records, encoded, strict=True):
-        separators = 3 if record.kind else 2
-        if (data.count(b"\0", _RECORD_HEAD_SIZE) != separators or not record.url
-                or not record.host_key or record.kind not in KINDS):
+        if (data.count(b"\0", _RECORD_HEAD_SIZE) != separators(record.kind, record.path)
+                or not record.url or not record.host_key or record.kind not in KINDS):
             raise WireError("bad_record", repr(record))
     frame = _frame(encoded)
     if len(frame) > MAX_FRAME_BYTES:
@@ -250,10 +249,12 @@ def decode_batch_routes(frames: Sequence[bytes]) -> tuple[int, int, list[tuple[s
     routes = []
     for pos, data in _framed(frames[2]):
         parts = data[_RECORD_HEAD_SIZE:].split(b"\0")
-        if (len(data) < _RECORD_HEAD_SIZE or not 3 <= len(parts) <= 4 or not parts[0]
-                or not parts[1] or (len(parts) == 4 and parts[3].decode("ascii", "replace")
-                                    not in KINDS - {""})):
-            raise WireError("bad_record", f"at {pos}: expected url, host key, via, kind")
+        count = len(parts)
+        if (len(data) < _RECORD_HEAD_SIZE or not 3 <= count <= 5 or not parts[0]
+                or not parts[1] or (count >= 4 and parts[3].decode("ascii", "replace")
+                                    not in KINDS) or (count == 4 and not parts[3])
+                or (count == 5 and not parts[4])):
+            raise WireError("bad_record", f"at {pos}: expected url, host key, via, [kind, path]")
         try:
             data[_RECORD_HEAD_SIZE:].decode("utf-8")
         except UnicodeDecodeError as exc:

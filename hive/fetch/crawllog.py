@@ -3,7 +3,9 @@
 What Heritrix's crawl.log gives its users, as JSON lines that ``grep`` and
 ``jq`` read: time, outcome kind, HTTP status, bytes, download seconds, URL,
 the URL it was found on, depth, the MIME type a server gave (``mime``, when
-it gave one), and a message for failures and refusals. A refused URL's line
+it gave one), how it was reached from its seed (``hop``, its hop path:
+``L`` a link, ``E`` an embed, ``R`` a redirect, one letter a hop, as Heritrix
+logs it; absent for a seed), and a message for failures and refusals. A refused URL's line
 has the outcome ``refused`` and its ``reason`` (the config key or scope rule
 that refused it; hive/core/frontier/refusals.py bounds how many). One file
 per worker under ``DATA/logs/``, rotated past a size: the live file is
@@ -44,6 +46,7 @@ class CrawlLog:
         mime: str = "",
         reason: str = "",
         message: str = "",
+        hop: str = "",
     ) -> None:
         # json.dumps of the same dict, spelled out: a line per page is worth the care.
         line = (
@@ -51,6 +54,7 @@ class CrawlLog:
             f'"status": {"null" if status is None else int(status)}, "bytes": {int(size)}, '
             f'"dl": {round(download, 4)!r}, "url": {_string(url)}, "via": {_string(via)}, '
             f'"depth": {int(depth)}'
+            + (f', "hop": {_string(hop)}' if hop else "")
             + (f', "mime": {_string(mime)}' if mime else "")
             + (f', "reason": {_string(reason)}' if reason else "")
             + (f', "msg": {_string(message)}}}\n' if message else "}\n")

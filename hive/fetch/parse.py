@@ -52,7 +52,10 @@ ships, private section included (so ``a.github.io`` and ``b.github.io`` are
 different domains), never from the network; a name under no listed suffix
 (``.test``, an intranet name) is taken as under a one-label suffix, so its last
 two labels, and an IP address is its own domain. A URL with no source (a
-seed) skips the mode check.
+seed) skips the mode check. An embed (a page requisite) passes the same checks
+up to the deny patterns; past them ``embeds`` (``scope.embeds``) decides: ``any``
+keeps it, ``same_domain`` keeps it if it is on the registered domain of its page
+or passes the allow patterns and the mode, ``off`` holds it to them as a link.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ RESOURCE_RELS = frozenset({"stylesheet", "icon"})
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 MAX_FEEDS = 16
 SCOPE_MODES = ("host", "domain", "any")
+EMBED_SCOPES = ("any", "same_domain", "off")
 # A document is parsed at most this many bytes (characters, if decoded here) at a time:
 # most pages are shorter (HTTP Archive: 90 % of HTML documents are under 150 KB), and a
 # slice of the densest links (~19,000 <a> elements) costs ~14 MB of tree and nodes.
@@ -439,10 +443,16 @@ class Scope:
         max_url_length: int = 2048,
         max_path_depth: int = 16,
         max_segment_repeat: int = 3,
+        embeds: str = "any",
     ) -> None:
         if mode not in SCOPE_MODES:
             raise ConfigError(f"scope.mode: must be one of {', '.join(SCOPE_MODES)}, got {mode!r}")
+        if embeds not in EMBED_SCOPES:
+            raise ConfigError(
+                f"scope.embeds: must be one of {', '.join(EMBED_SCOPES)}, got {embeds!r}"
+            )
         self.mode = mode
+        self.embeds = embeds
         self.allow = _compile("scope.allow", allow)
         self.deny = _compile("scope.deny", deny)
         self.max_url_length = max_url_length
@@ -454,13 +464,14 @@ class Scope:
     def from_config(cls, cfg: ScopeConfig) -> Scope:
         return cls(
             cfg.mode, cfg.allow, cfg.deny,
-            cfg.max_url_length, cfg.max_path_depth, cfg.max_segment_repeat,
+            cfg.max_url_length, cfg.max_path_depth, cfg.max_segment_repeat, cfg.embeds,
         )
 
-    def check(self, url: str, source_url: str | None) -> str | None:
+    def check(self, url: str, source_url: str | None, embed: bool = False) -> str | None:
         """None if the canonical url is in scope, else the reason it is not.
 
-        source_url is the page the link was found on; None for a seed.
+        source_url is the page the link was found on; None for a seed. ``embed``: the
+        url is one of that page's requisites (see the module policy).
         """
         if len(url) > self.max_url_length:
             return "too_long"
@@ -479,6 +490,14 @@ class Scope:
                 return "segment_repeat"
         if self.deny and any(pattern.search(url) for pattern in self.deny):
             return "deny"
+        reason = None if embed and self.embeds == "any" else self._outside(url, source_url)
+        if reason is None or not embed or self.embeds == "off" or source_url is None:
+            return reason
+        same = _key_domain(host_key(url)) == _key_domain(host_key(source_url))
+        return None if same else reason
+
+    def _outside(self, url: str, source_url: str | None) -> str | None:
+        """Why the allow patterns or the mode refuse url found on source_url, else None."""
         if self.allow and not any(pattern.search(url) for pattern in self.allow):
             return "not_allowed"
         if source_url is None or self.mode == "any":

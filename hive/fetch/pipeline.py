@@ -3,7 +3,8 @@
 lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
 → robots.txt → fetch through the one fetcher → WARC records (flushed before
 the outcome is returned; a payload archived before is a revisit record,
-hive.fetch.revisits) → links from HTML and headers → scope → ``Fetched``.
+hive.fetch.revisits) → links from HTML and headers, embeds from HTML and CSS
+→ scope → ``Fetched``.
 Every failure becomes an outcome kind; nothing raises out of ``run`` but a bug
 or a disk that cannot take the WARC records.
 
@@ -45,6 +46,17 @@ worker gives it back and its origin's robots.txt is fetched first.
 (the only one that reads and writes the store behind the cache); ``run`` on a
 fetch thread. A host's politeness clock runs from when its response finished
 arriving (``finished``), as the frontier applies it.
+
+**Embeds** (page requisites: hive.fetch.requisites) are handed on as URLs like
+links, through the frontier (robots.txt and politeness as for any URL), with the
+hop ``E`` on their path (hive.core.record) and ranked at ``EMBED_LEVEL``, so a
+page's requisites are fetched soon after it; at the page's own depth, so
+``frontier.max_depth`` never refuses them; whatever nofollow says; kept or
+refused by ``scope.embeds``. An embed's own embeds (a stylesheet's ``url()`` and
+``@import``) follow until ``scope.max_embed_hops`` of them in a row; the links
+found on an embed are not followed (counted as ``links/refused/on_embed``): an
+embed may lie outside the scope, and a link scoped against it would leave it.
+A redirect from an embed leads to an embed.
 """
 
 from __future__ import annotations
@@ -65,7 +77,17 @@ from hive.config import Config
 from hive.core.frontier import PAGE, ROBOTS, Lease
 from hive.core.outcome import Kind, Outcome, kind
 from hive.core.politeness import Politeness
-from hive.core.record import FEED, LISTED, SITEMAP, UrlRecord
+from hive.core.record import (
+    FEED,
+    HOP_EMBED,
+    HOP_LINK,
+    HOP_REDIRECT,
+    LISTED,
+    SITEMAP,
+    UrlRecord,
+    embed_hops,
+    extend_path,
+)
 from hive.core.record import PAGE as PAGE_RECORD
 from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
@@ -74,8 +96,9 @@ from hive.fetch.cookies import CookieJars
 from hive.fetch.dns import AddressGuard, DnsCache, Resolver
 from hive.fetch.feeds import FeedReader
 from hive.fetch.headers import refresh_target, robots_nofollow
-from hive.fetch.parse import Scope, extract_links
+from hive.fetch.parse import Scope, extract_links, media_type
 from hive.fetch.proxy import Proxy
+from hive.fetch.requisites import EmbedBudget, css_embeds
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
@@ -100,6 +123,9 @@ _LISTING_KINDS = {
     SITEMAP: (Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.SITEMAP_ERROR),
     FEED: (Kind.FEED_OK, Kind.FEED_TRUNCATED, Kind.FEED_ERROR),
 }
+# The front-queue level of an embed: the highest, so a page's requisites are drawn soon
+# after it and an archive holds the page and its requisites as they were at one moment.
+EMBED_LEVEL = 1
 
 @dataclass(slots=True, kw_only=True)
 class Fetched(Outcome):
@@ -118,6 +144,7 @@ class Fetched(Outcome):
     refused: list[tuple[str, str, int]] = field(default_factory=list)
     recent_links: int = 0
     links_truncated: bool = False
+    embeds: int = 0  # of ``links``, how many are embeds
     rules: RobotsRules | None = None
     reason: str = ""  # why a lease was refused unfetched (the crawl log's reason)
     listed: int = 0  # URLs a sitemap or feed listed (before scope and the recent links)
@@ -404,20 +431,31 @@ class Pipeline:
                 fetched.kind in (Kind.TOO_LARGE, Kind.DECODED_TOO_LARGE) and result.body)):
             self._listing(fetched, result)
         elif fetched.kind is Kind.OK:
-            cap = self.cfg.parse.max_links_per_page
-            links = extract_links(
-                record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
-                max_links=cap, max_url_length=self.cfg.scope.max_url_length,
+            chain = embed_hops(record.path)
+            budget = (
+                EmbedBudget(self.cfg.parse.max_css_bytes, self.cfg.parse.max_embeds_per_page,
+                            self.cfg.scope.max_url_length)
+                if chain < self.cfg.scope.max_embed_hops else None
             )
-            fetched.refused_links.update(links.refused)
-            if links.truncated:
-                fetched.links_truncated = True
-                fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
-                log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
-            found = self._header_links(record.url, result.headers, links.links, fetched)
-            self._follow(fetched, found, record.depth + 1, record.hops)
-            if links.feeds and self.sitemaps:
-                self._follow(fetched, links.feeds, record.depth + 1, 0, FEED)
+            media, charset = media_type(result.content_type)
+            if budget is not None and media == "text/css":
+                embeds, refused = css_embeds(record.url, result.body, charset, budget)
+                fetched.refused_links.update(refused)
+            else:
+                links, embeds, feeds = self._links(record, result, fetched, budget)
+                if chain:
+                    if links:
+                        fetched.refused_links["on_embed"] += len(links)
+                else:
+                    path = extend_path(record.path, HOP_LINK)
+                    self._follow(fetched, links, record.depth + 1, record.hops, path)
+                    if feeds and self.sitemaps:
+                        self._follow(fetched, feeds, record.depth + 1, 0, path, FEED)
+            if embeds:
+                before = len(fetched.links)
+                self._follow(fetched, [url for url, _ in embeds], record.depth, record.hops,
+                             extend_path(record.path, HOP_EMBED), embed=True)
+                fetched.embeds = len(fetched.links) - before
         elif fetched.kind is Kind.REDIRECT and self._redirects_to_self(record.url, result.location):
             fetched.kind, fetched.retry_after = Kind.REDIRECT_TO_SELF, None
             fetched.message = "redirected to itself" + (
@@ -438,8 +476,9 @@ class Pipeline:
                     fetched.message = f"redirect to {exc}"
                 else:
                     kept = record.kind if record.kind != LISTED else PAGE_RECORD
-                    self._follow(fetched, [target], record.depth, record.hops + 1, kept,
-                                 record.hint if kept else 0)
+                    self._follow(fetched, [target], record.depth, record.hops + 1,
+                                 extend_path(record.path, HOP_REDIRECT), kept,
+                                 record.hint if kept else 0, embed=embed_hops(record.path) > 0)
         return fetched
 
     def _listing(self, fetched: Fetched, result: FetchResult) -> None:
@@ -454,7 +493,7 @@ class Pipeline:
                                 max_url_length=max_length)
             items = [item.url for item in reader.read(result.body)]
             fetched.listed = len(items)
-            self._follow(fetched, items, record.depth + 1, 0)
+            self._follow(fetched, items, record.depth + 1, 0, extend_path(record.path, HOP_LINK))
         else:
             reader = SitemapReader(record.url, record.depth, max_bytes=self.listing_bytes,
                                    max_url_length=max_length)
@@ -475,6 +514,7 @@ class Pipeline:
         """Child sitemaps within depth and the location rule; pages by the rule: within it
         at their sitemap level, outside it ``listed`` for their owner to vouch for."""
         url, sm = fetched.lease.record.url, self.cfg.sitemaps
+        path = extend_path(fetched.lease.record.path, HOP_LINK)
         levels = self.cfg.frontier.levels
         for entry in reader.read(body):
             fetched.listed += 1
@@ -485,11 +525,30 @@ class Pipeline:
                     fetched.refused_links[reason] += 1
                     fetched.refused.append((reason, entry.loc, entry.depth))
                     continue
-                self._follow(fetched, [entry.loc], entry.depth, 0, SITEMAP, SITEMAP_HINT)
+                self._follow(fetched, [entry.loc], entry.depth, 0, path, SITEMAP, SITEMAP_HINT)
                 continue
             kind = PAGE_RECORD if scope_refusal(entry.loc, url) is None else LISTED
-            self._follow(fetched, [entry.loc], reader.depth + 1, 0, kind,
+            self._follow(fetched, [entry.loc], reader.depth + 1, 0, path, kind,
                          sitemap_level(entry, now, sm, levels))
+
+    def _links(
+        self, record: UrlRecord, result: FetchResult, fetched: Fetched, budget: EmbedBudget | None
+    ) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+        """The links of a page, its headers' included, (with a budget) its embeds, and the
+        feeds it announces."""
+        cap = self.cfg.parse.max_links_per_page
+        links = extract_links(
+            record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
+            max_links=cap, max_url_length=self.cfg.scope.max_url_length, embeds=budget,
+        )
+        fetched.refused_links.update(links.refused)
+        fetched.refused_links.update(links.embeds_refused)
+        if links.truncated:
+            fetched.links_truncated = True
+            fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
+            log.info("%s: links cut at %d (parse.max_links_per_page)", record.url, cap)
+        found = self._header_links(record.url, result.headers, links.links, fetched)
+        return found, links.embeds, links.feeds
 
     def _header_links(
         self, url: str, headers: list[tuple[str, str]], links: list[str], fetched: Fetched
@@ -522,11 +581,12 @@ class Pipeline:
         return links
 
     def _follow(
-        self, fetched: Fetched, urls: list[str], depth: int, hops: int,
-        kind: str = PAGE_RECORD, hint: int = 0,
+        self, fetched: Fetched, urls: list[str], depth: int, hops: int, path: str,
+        kind: str = PAGE_RECORD, hint: int = 0, embed: bool = False,
     ) -> None:
-        """Keep the links in scope that were not handed on a moment ago (as records of
-        ``kind``, at level ``hint`` if not 0).
+        """Keep the links (``embed``: the embeds) in scope that were not handed on a moment
+        ago, as records of ``kind`` at level ``hint`` if not 0 (an embed's: EMBED_LEVEL);
+        ``path`` is their hop path.
 
         A link joins ``recent`` only once in scope: scope depends on the page a
         link is found on, so one refused here may be followed from another page.
@@ -536,13 +596,16 @@ class Pipeline:
             if url in recent:
                 fetched.recent_links += 1
                 continue
-            reason = self.scope.check(url, source)
+            reason = self.scope.check(url, source, embed)
             if reason is not None:
                 fetched.refused_links[reason] += 1
                 fetched.refused.append((reason, url, depth))
                 continue
             recent.add(url)
-            fetched.links.append(UrlRecord(url, host_key(url), depth, source, hops, 0, hint, kind))
+            fetched.links.append(UrlRecord(
+                url, host_key(url), depth, source, hops, 0, EMBED_LEVEL if embed else hint,
+                kind, path,
+            ))
 
     def _fetch_robots(
         self, lease: Lease, stale: RobotsRules | None, address: str, started: float
@@ -619,7 +682,8 @@ class Pipeline:
         if not named and self.cfg.sitemaps.mode == "robots+default":
             named = (fetched.lease.record.url.removesuffix("robots.txt") + "sitemap.xml",)
         if named:
-            self._follow(fetched, list(named), 0, 0, SITEMAP, SITEMAP_HINT)
+            self._follow(fetched, list(named), 0, 0,
+                         extend_path(fetched.lease.record.path, HOP_LINK), SITEMAP, SITEMAP_HINT)
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.dns.stats())

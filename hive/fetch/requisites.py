@@ -46,14 +46,16 @@ __all__ = [
 ]
 
 EMBED_RELS = ("stylesheet", "icon", "preload", "modulepreload")
-# (tag, attribute, kind) of the embeds that are one URL in an attribute.
-_SINGLE = (
-    ("img", "src", "img/src"), ("script", "src", "script/src"),
-    ("source", "src", "source/src"), ("video", "src", "video/src"),
-    ("video", "poster", "video/poster"), ("audio", "src", "audio/src"),
-    ("object", "data", "object/data"), ("embed", "src", "embed/src"),
-)
-_SRCSET = (("img", "img/srcset"), ("source", "source/srcset"))
+# tag -> (attribute, kind) of the embeds that are one URL in an attribute.
+_SINGLE: dict[str, tuple[tuple[str, str], ...]] = {
+    "img": (("src", "img/src"),), "script": (("src", "script/src"),),
+    "source": (("src", "source/src"),),
+    "video": (("src", "video/src"), ("poster", "video/poster")),
+    "audio": (("src", "audio/src"),), "object": (("data", "object/data"),),
+    "embed": (("src", "embed/src"),),
+}
+_SRCSET = {"img": "img/srcset", "source": "source/srcset"}
+_SELECTOR = ",".join([*_SINGLE, "style", "[style]"])
 _C0_OR_SPACE = "".join(map(chr, range(0x21)))
 
 
@@ -151,25 +153,26 @@ def link_embed_kind(rels: set[str]) -> str | None:
 
 
 def raw_embeds(tree: LexborHTMLParser, budget: EmbedBudget) -> None:
-    """Add the raw embeds of one parsed slice to budget (``link`` elements excepted: the
-    link walk in ``hive.fetch.parse`` classifies those as it reads them)."""
-    for tag, attr, kind in _SINGLE:
-        for node in tree.tags(tag):
-            value = node.attributes.get(attr)
+    """Add the raw embeds of one parsed slice to budget, in document order (``link``
+    elements excepted: the link walk in ``hive.fetch.parse`` classifies those as it reads
+    them). One selector walks the tree once: a walk per tag cost a page with no embeds
+    ~100 us, this one ~25 us."""
+    for node in tree.css(_SELECTOR):
+        tag, attrs = node.tag or "", node.attributes
+        for attr, kind in _SINGLE.get(tag, ()):
+            value = attrs.get(attr)
             if value and not budget.add(value, kind):
                 return
-    for tag, kind in _SRCSET:
-        for node in tree.tags(tag):
-            value = node.attributes.get("srcset")
-            if value:
-                for url in srcset_urls(value):
-                    if not budget.add(url, kind):
-                        return
-    for node in tree.tags("style"):
-        if not budget.css(node.text(deep=True) or "", "style"):
+        srcset_kind = _SRCSET.get(tag)
+        srcset = attrs.get("srcset") if srcset_kind else None
+        if srcset_kind and srcset:
+            for url in srcset_urls(srcset):
+                if not budget.add(url, srcset_kind):
+                    return
+        if tag == "style" and not budget.css(node.text(deep=True) or "", "style"):
             return
-    for node in tree.css("[style]"):
-        if not budget.css(node.attributes.get("style") or "", "style-attr"):
+        style = attrs.get("style")
+        if style and not budget.css(style, "style-attr"):
             return
 
 

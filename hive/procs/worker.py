@@ -272,7 +272,9 @@ class Worker:
                 self.counts[f"links/refused/{reason}"] += n
             if fetched.refused:
                 self._refused_links(fetched, now)
-            self.counts["links/found"] += len(fetched.links)
+            self.counts["links/found"] += len(fetched.links) - fetched.embeds
+            if fetched.embeds:
+                self.counts["embeds/found"] += fetched.embeds
             self.counts["links/recent_dropped"] += fetched.recent_links
             self.counts["links/truncated_pages"] += fetched.links_truncated
 
@@ -324,6 +326,7 @@ class Worker:
             fetched.finished, kind, record.url, status=fetched.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
             depth=record.depth, mime=fetched.mime, reason=fetched.reason, message=fetched.message,
+            hop=record.path,
         )
 
     def _count_listing(self, prefix: str, host: str, fetched: Fetched) -> None:

@@ -33,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--page-bytes", type=int, default=5000)
     parser.add_argument("--domain", default="web.test")
     parser.add_argument("--no-hostile", action="store_true", help="leave the hostile hosts out")
+    parser.add_argument("--requisites", action="store_true",
+                        help="pages embed stylesheets, images, a script and a font")
     parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
     parser.add_argument("--copies", type=int, default=0,
                         help="copy pages per host, one body on every host")
@@ -41,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     web = Web(
         args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
         args.domain, not args.no_hostile, args.crawl_delay, args.copies,
+        args.requisites,
     )
     # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
     sys.setswitchinterval(0.0005)

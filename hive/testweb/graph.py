@@ -43,6 +43,12 @@ all linked from ``h000``'s ``/``; their robots.txt allows all)::
     huge              a 30 MiB HTML page
     binary            64 KiB of random bytes with NULs, labelled text/html
 
+**Requisites** (``requisites=True``; off by default, so a page is as above):
+every page of a normal host embeds stylesheets, images, a script and a font,
+on its host and on the static host ``static.<domain>`` (hive.testweb.requisites;
+:meth:`Web.requisite_urls` are what a crawl must fetch of them,
+:meth:`Web.forbidden_requisites` what the static host's robots.txt forbids).
+
 ``h000``'s ``/`` also links to non-public addresses (:meth:`Web.private_links`).
 The loopback ones point at the *tripwire*, a second listener on 127.0.0.1 that
 serves nothing: bind the web to 127.0.0.2 and allow only that address, and any
@@ -64,6 +70,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 
+from hive.testweb import requisites as req
 from hive.testweb.requestlog import Request
 
 PRIVATE_PAGES = 3
@@ -197,9 +204,12 @@ class Web:
         hostile: bool = True,
         robots_crawl_delay: float = 0.5,
         copies: int = 0,
+        requisites: bool = False,
     ) -> None:
         """``copies``: each host's home page also links to this many copy pages
-        (``/copy/N.html``), which all answer one body, the same on every host."""
+        (``/copy/N.html``), which all answer one body, the same on every host.
+        ``requisites``: pages embed stylesheets, images, a script and a font, some on a
+        static host (hive/testweb/requisites.py)."""
         if hosts < 1 or pages < 1 or links < 0 or page_bytes < 0 or robots_crawl_delay < 0:
             raise ValueError("hosts and pages must be positive; links, sizes, delays not negative")
         if copies < 0:
@@ -228,6 +238,8 @@ class Web:
         }
         self.hostile_enabled = hostile
         self.hostile = {f"{kind}.{self.domain}": kind for kind in HOSTILE_KINDS} if hostile else {}
+        self.requisites = requisites
+        self.static = f"{req.STATIC_LABEL}.{self.domain}" if requisites else ""
         # Each word costs at least three characters, so this is at least page_bytes long.
         self._padding = " ".join(rng.choices(_WORDS, k=page_bytes // 3 + 256))
         copy = f"<!doctype html>\n<p>{self._padding[:page_bytes]}</p>\n"
@@ -269,6 +281,21 @@ class Web:
                 urls.update(self.url(name, _private_path(k), port) for k in range(PRIVATE_PAGES))
         return urls
 
+    def requisite_urls(self, port: int = 80) -> set[str]:
+        """Every requisite a polite crawler fetching every page it may must fetch."""
+        if not self.requisites:
+            return set()
+        on_host, on_static = req.requisite_paths(self.pages)
+        urls = {self.url(self.static, path, port) for path in on_static}
+        for name, kind in self.robots.items():
+            if kind != "error":
+                urls.update(self.url(name, path, port) for path in on_host)
+        return urls
+
+    def forbidden_requisites(self, port: int = 80) -> set[str]:
+        """The requisites the static host's robots.txt disallows."""
+        return {self.url(self.static, req.FORBIDDEN, port)} if self.requisites else set()
+
     def hostile_links(self, port: int = 80) -> list[str]:
         """The links to hostile hosts, as ``h000``'s ``/`` spells them."""
         paths = {
@@ -300,7 +327,7 @@ class Web:
 
     def strays(self, records: Iterable[Request]) -> list[Request]:
         """Requests for a name that is not in this web (an IP, ``localhost``: a tripwire hit)."""
-        known = self._index.keys() | self.hostile.keys()
+        known = self._index.keys() | self.hostile.keys() | ({self.static} - {""})
         return [r for r in records if r.hostname not in known]
 
     def respond(
@@ -317,6 +344,8 @@ class Web:
             if path == "/robots.txt":
                 return Response(200, _ALLOW_ALL, _TEXT)
             return self._hostile(kind, path, tripwire)
+        if self.requisites and (host == self.static or path.startswith("/static/")):
+            return self._requisite(host, path, port)
         index = self._index.get(host)
         if index is None:
             return _NOT_FOUND
@@ -334,6 +363,17 @@ class Web:
             body = f"<!doctype html>\n<title>{host} {path}</title>\n<a href=\"../\">home</a>\n"
             return Response(200, body.encode())
         return _NOT_FOUND
+
+    def _requisite(self, host: str, path: str, port: int) -> Response:
+        if host == self.static and path == "/robots.txt":
+            return Response(200, req.STATIC_ROBOTS, _TEXT)
+        on_static = path.startswith("/cdn/")
+        found = req.asset(path, _netloc(self.static, port))
+        if found is None or on_static != (host == self.static) or (
+            host != self.static and host not in self._index
+        ):
+            return _NOT_FOUND
+        return Response(200, found[1], found[0])
 
     def _robots(self, host: str, asked: int) -> Response:
         kind = self.robots[host]
@@ -359,9 +399,13 @@ class Web:
             hrefs += self.hostile_links(port) + self.private_links(tripwire)
             hrefs += [f"mailto:webmaster@{name}", "javascript:void(0)"]
         items = "".join(f'<li><a href="{href}">{href}</a></li>\n' for href in hrefs)
+        embeds = embedded = ""
+        if self.requisites:
+            static = _netloc(self.static, port)
+            embeds, embedded = req.page_head(static), req.page_body(static, page)
         head = (
             f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{name} {here}</title>'
-            f"</head>\n<body><h1>{name} {here}</h1>\n<ul>\n{items}</ul>\n<p>"
+            f"{embeds}</head>\n<body>{embedded}<h1>{name} {here}</h1>\n<ul>\n{items}</ul>\n<p>"
         )
         tail = "</p>\n</body></html>\n"
         need = self.page_bytes - len(head) - len(tail)

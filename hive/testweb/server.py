@@ -293,6 +293,8 @@ class WebProcess(_Served):
         ]
         if not web.hostile_enabled:
             command.append("--no-hostile")
+        if web.requisites:
+            command.append("--requisites")
         self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         ready, _, _ = select.select([self._process.stdout], [], [], timeout)

@@ -21,6 +21,8 @@ def expected(now: float, outcome: str, url: str, **kw: Any) -> str:
         "bytes": kw.get("size", 0), "dl": round(kw.get("download", 0.0), 4), "url": url,
         "via": kw.get("via", ""), "depth": kw.get("depth", 0),
     }
+    if kw.get("hop"):
+        entry["hop"] = kw["hop"]
     if kw.get("mime"):
         entry["mime"] = kw["mime"]
     if kw.get("reason"):
@@ -33,25 +35,26 @@ def expected(now: float, outcome: str, url: str, **kw: Any) -> str:
 @settings(max_examples=200, deadline=None)
 @given(
     now=st.floats(0, 4e9), outcome=TEXT, url=TEXT, via=TEXT, mime=TEXT, reason=TEXT,
-    message=TEXT,
+    message=TEXT, hop=TEXT,
     status=st.one_of(st.none(), st.integers(100, 599)), size=st.integers(0, 2**40),
     download=st.floats(0, 1e4), depth=st.integers(0, 1000),
 )
 def test_each_line_is_what_json_dumps_gives(
     now: float, outcome: str, url: str, via: str, mime: str, reason: str, message: str,
-    status: int | None, size: int, download: float, depth: int,
+    hop: str, status: int | None, size: int, download: float, depth: int,
 ) -> None:
     with tempfile.TemporaryDirectory() as name:
         directory = Path(name)
         log = CrawlLog(directory, "crawl-00", 10**9)
         log.write(now, outcome, url, status=status, size=size, download=download, via=via,
-                  depth=depth, mime=mime, reason=reason, message=message)
+                  depth=depth, mime=mime, reason=reason, message=message, hop=hop)
         log.close()
         text = (directory / "crawl-00.jsonl").read_text(encoding="utf-8")
     line, end = text.split("\n")  # not splitlines(): JSON leaves U+2028 and the like as is
     assert end == ""
     assert line == expected(now, outcome, url, status=status, size=size, download=download,
-                            via=via, depth=depth, mime=mime, reason=reason, message=message)
+                            via=via, depth=depth, mime=mime, reason=reason, message=message,
+                            hop=hop)
 
 
 def test_rotates_past_its_size(tmp_path: Path) -> None:

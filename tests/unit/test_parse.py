@@ -424,3 +424,30 @@ assert registered_domain("a.blogspot.com") == "a.blogspot.com"
     )
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("embeds", "url", "expected"),
+    [
+        ("any", "http://cdn.example/a.css", None),
+        ("any", "http://a.test/private/x.png", "deny"),
+        ("same_domain", "http://static.a.test/a.css", None),
+        ("same_domain", "http://cdn.example/a.css", "scope_host"),
+        ("off", "http://static.a.test/a.css", "scope_host"),
+        ("off", "http://a.test/a.css", None),
+    ],
+)
+def test_embeds_outside_scope_obey_scope_embeds(
+    embeds: str, url: str, expected: str | None
+) -> None:
+    """An embed passes the trap guards and deny patterns as a link does; past them
+    scope.embeds decides whether it may leave the scope (here: the page's host)."""
+    scope = Scope("host", deny=[r"/private/"], embeds=embeds)
+    assert scope.check(url, "http://a.test/page.html", embed=True) == expected
+    if expected is None and url != "http://a.test/a.css":
+        assert scope.check(url, "http://a.test/page.html") == "scope_host"
+
+
+def test_an_unknown_embed_scope_is_refused() -> None:
+    with pytest.raises(ConfigError, match="scope.embeds"):
+        Scope("host", embeds="all")

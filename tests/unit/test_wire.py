@@ -55,6 +55,8 @@ RECORDS = (
     rec(),
     rec("http://a.example/é?q=1", depth=3, via="http://a.example/", hops=1, attempts=2, hint=5),
     rec("https://b.example:8443/", "https://b.example:8443", depth=65535, hint=255),
+    rec("http://a.example/s.css", via="http://a.example/", hint=1, path="LLE"),
+    rec("http://a.example/f.woff", path="12+LLLLLLLLLLLLEEE"),
 )
 
 
@@ -146,6 +148,7 @@ url_records = st.builds(
     hops=st.integers(0, 0xFF),
     attempts=st.integers(0, 0xFF),
     hint=st.integers(0, 0xFF),
+    path=text,
 )
 
 
@@ -198,6 +201,8 @@ def test_encoders_refuse_out_of_range_fields(encode: Any) -> None:
         rec(url="http://a.example/\0x"),
         rec(host_key="a\0b"),
         rec(via="v\0"),
+        rec(via="v\0", path="L"),
+        rec(path="L\0E"),
         rec(url="http://a.example/\udc80"),
         rec(depth=-1),
         rec(hint=-3),
@@ -287,7 +292,8 @@ MALFORMED: list[tuple[str, list[bytes]]] = [
     ("trailing_bytes", [b"BATCH", HEAD, records_frame(GOOD, count=0)]),
     ("bad_record", [b"BATCH", HEAD, records_frame(b"")]),
     ("bad_record", [b"BATCH", HEAD, records_frame(b"\0\0\0\0\0url\0host")]),
-    ("bad_record", [b"BATCH", HEAD, records_frame(b"\0\0\0\0\0url\0host\0via\0more")]),
+    ("bad_record", [b"BATCH", HEAD, records_frame(b"\0\0\0\0\0url\0host\0via\0LE\0more")]),
+    ("bad_record", [b"BATCH", HEAD, records_frame(b"\0\0\0\0\0url\0host\0via\0")]),
     ("bad_record", [b"BATCH", HEAD, records_frame(b"\0\0\0\0\0\0host\0")]),
     ("bad_record", [b"ADMIT", PART, records_frame(GOOD, b"\0\0\0\0\0\xffurl\0host\0")]),
     ("bad_json", [b"STATS", b"\0\1", b""]),
@@ -441,6 +447,19 @@ def test_the_splitter_routes_a_batch_without_decoding_its_records() -> None:
     assert_routes_agree([b"BATCH", encode_batch(7, 9, [])[1], bad])
     with pytest.raises(WireError, match="bad_frames"):
         wire.decode_batch_routes(encode_ack(1, 2, 0, 1))
+
+
+def test_a_record_written_before_hop_paths_decodes_with_an_empty_path() -> None:
+    """Stores and outboxes hold records of three strings; they decode, and a record with
+    no path is written as they were, byte for byte."""
+    old = b"\x00\x02\x00\x01\x00" + b"http://a.example/x\0http://a.example\0http://a.example/"
+    record = UrlRecord.decode(old)
+    assert (record.url, record.depth, record.attempts, record.path) == (
+        "http://a.example/x", 2, 1, "")
+    assert record.encode() == old
+    batch = decode([b"BATCH", HEAD, records_frame(old)])
+    assert isinstance(batch, Batch) and batch.records == (record,)
+    assert_routes_agree([b"BATCH", HEAD, records_frame(old, rec(path="LE").encode())])
 
 
 def test_json_frames_are_compact_utf8() -> None:
