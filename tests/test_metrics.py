@@ -84,11 +84,20 @@ def test_metrics_agree_with_status_during_a_crawl(tmp_path: Path, web: WebProces
     assert sum(v for (n, _), v in samples.items() if n == "hive_http_responses_total") > 0
     assert all(per_worker(samples, "hive_politeness_wait_seconds")[w] > 0
                for w, n in from_status(status, "frontier/pending").items() if n)
-    # Hosts at a glance: the Crawl-delay hosts hold what is pending, each at its delay.
-    hosts = status["hosts"]
+    # Hosts at a glance: the Crawl-delay hosts hold what is pending, each at its delay. A
+    # worker looks at its hosts every few seconds (hive/procs/hoststatus.py): wait for a
+    # look taken after the rest went quiet.
     delayed = {f"{name}:{web.port}" for name in web.web.crawl_delay}
-    top = [row for row in hosts["top"] if row["pending"]]
-    assert top and {row["host"] for row in top} <= delayed, top
+
+    def pending_hosts() -> list[dict[str, Any]] | None:
+        status = hive.status() or {}
+        rows = [row for row in status.get("hosts", {}).get("top", []) if row["pending"]]
+        return rows if rows and {row["host"] for row in rows} <= delayed else None
+
+    top = wait_for(pending_hosts, timeout=15, interval=0.5)
+    samples, status = scrape(url), hive.status()
+    assert top and status is not None, status
+    hosts = status["hosts"]
     assert sum(row["pending"] for row in top) == status["totals"]["frontier/pending"]
     for row in top:
         assert row["delay"] == CRAWL_DELAY and row["state"] in ("waiting", "parked")

@@ -14,7 +14,15 @@ alternate, next, prev, previous) unless an alternate names a non-HTML type, and
 a meta refresh URL, resolved against ``<base href>``; only on the hosts the
 test serves (they share one registered domain, so ``domain`` scope keeps
 them). ``rel=nofollow`` and robots meta are not modelled: the pages have
-neither. Nor are paths with empty segments (``/a//b``): ``urljoin`` drops
+neither.
+
+Requisites fetched as embeds, as hive's policy says: ``img`` ``src`` and
+``srcset``, ``script`` ``src``, ``link`` with a requisite ``rel`` (stylesheet,
+icon, preload, modulepreload), ``source``/``video``/``audio`` ``src``, and in a
+stylesheet its ``url()`` and ``@import``; an embed's own links are not followed
+(a stylesheet has none), and a chain of embeds stops after ``MAX_EMBED_HOPS``.
+
+Nor are paths with empty segments (``/a//b``) modelled: ``urljoin`` drops
 them where RFC 3986, and hive, keep them.
 """
 
@@ -36,6 +44,13 @@ _REFRESH_URL = re.compile(r"^\s*[\d.]+\s*[;,]?\s*(?:url\s*=\s*)?['\"]?([^'\"]*)"
 # Start tags of the elements that carry links; comments, scripts and styles are cut first.
 _TAG = re.compile(r"<(a|area|base|frame|iframe|link|meta)(?=[\s/>])([^>]*)>", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
+_EMBED_TAG = re.compile(r"<(img|script|link|source|video|audio)(?=[\s/>])([^>]*)>", re.IGNORECASE)
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_CSS_URL = re.compile(
+    r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)|@import\s+(?:"([^"]*)"|'([^']*)')"""
+)
+EMBED_RELS = frozenset({"stylesheet", "icon", "preload", "modulepreload"})
+MAX_EMBED_HOPS = 3  # scope.max_embed_hops in conf/default.toml
 _OPAQUE = re.compile(r"<!--.*?-->|<(script|style)[\s>].*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 
 
@@ -65,10 +80,52 @@ def hrefs(page: str) -> tuple[str | None, list[str]]:
     return base, links
 
 
+def _attributes(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name, double, single, bare in _ATTRIBUTE.findall(text):
+        values.setdefault(name.lower(), html.unescape(double or single or bare))
+    return values
+
+
+def requisites(page: str) -> list[str]:
+    """The requisites an HTML page names, in document order (comments left out)."""
+    found: list[str] = []
+    for match in _EMBED_TAG.finditer(_COMMENT.sub("", page)):
+        tag, values = match.group(1).lower(), _attributes(match.group(2))
+        if tag == "link":
+            if set(values.get("rel", "").lower().split()) & EMBED_RELS and "href" in values:
+                found.append(values["href"])
+            continue
+        if "src" in values:
+            found.append(values["src"])
+        if tag in ("img", "source") and "srcset" in values:
+            found.extend(c.split()[0] for c in values["srcset"].split(",") if c.split())
+        if tag == "video" and "poster" in values:
+            found.append(values["poster"])
+    return found
+
+
+def css_requisites(url: str, body: bytes) -> list[str]:
+    """Absolute requisites a stylesheet names in ``url()`` and ``@import``."""
+    text = body.decode("utf-8", "replace")
+    found = ["".join(groups).strip() for groups in _CSS_URL.findall(text)]
+    return _absolute(url, [href for href in found if not href.startswith("data:")])
+
+
+def embeds_of(url: str, body: bytes) -> list[str]:
+    """Absolute, fragment-free http(s) requisites of the page ``url``."""
+    page = body.decode("utf-8", "replace")
+    found_base, _ = hrefs(page)
+    return _absolute(urljoin(url, found_base) if found_base else url, requisites(page))
+
+
 def links_of(url: str, body: bytes) -> list[str]:
     """Absolute, fragment-free http(s) links of the page ``url`` whose body is ``body``."""
     found_base, found = hrefs(body.decode("utf-8", "replace"))
-    base = urljoin(url, found_base) if found_base else url
+    return _absolute(urljoin(url, found_base) if found_base else url, found)
+
+
+def _absolute(base: str, found: list[str]) -> list[str]:
     out = []
     # Pages link to many anchors of few pages: join each distinct href once.
     for href in dict.fromkeys(href.strip().partition("#")[0] for href in found):
@@ -132,10 +189,11 @@ def walk(seeds: Iterable[str], vhosts: Mapping[str, Vhost], domain: str) -> Craw
     """Every URL reachable by links from ``seeds`` on ``vhosts`` (keyed by origin), with
     the answer each gets; links into ``domain`` that no vhost serves land in ``foreign``."""
     crawl = Crawl()
-    queue = deque(seeds)
-    seen = set(queue)
+    # (URL, embeds in a row that reached it: 0 for a page reached by links)
+    queue: deque[tuple[str, int]] = deque((seed, 0) for seed in seeds)
+    seen = {url for url, _ in queue}
     while queue:
-        url = queue.popleft()
+        url, chain = queue.popleft()
         parts = urlsplit(url)
         vhost = vhosts.get(f"{parts.scheme}://{parts.hostname}:{parts.port}")
         if vhost is None:
@@ -149,15 +207,21 @@ def walk(seeds: Iterable[str], vhosts: Mapping[str, Vhost], domain: str) -> Craw
             continue
         status, file = answer(vhost.root, unquote(path))
         crawl.status[url] = status
-        found: list[str] = []
+        found: list[tuple[str, int]] = []
         if status == 301:
-            found = [f"{vhost.origin}{path}/"]
+            found = [(f"{vhost.origin}{path}/", chain)]
         elif file is not None:
             crawl.files[url] = file
-            if file.suffix == ".html":
-                found = links_of(url, file.read_bytes())
-        for link in found:
+            body = file.read_bytes() if file.suffix in (".html", ".css") else b""
+            if chain < MAX_EMBED_HOPS and file.suffix == ".css":
+                found = [(embed, chain + 1) for embed in css_requisites(url, body)]
+            elif file.suffix == ".html":
+                if not chain:
+                    found = [(link, 0) for link in links_of(url, body)]
+                if chain < MAX_EMBED_HOPS:
+                    found += [(embed, chain + 1) for embed in embeds_of(url, body)]
+        for link, hops in found:
             if link not in seen:
                 seen.add(link)
-                queue.append(link)
+                queue.append((link, hops))
     return crawl

@@ -83,19 +83,24 @@ def crawl(nginx: Nginx, tmp: Path, timeout: float = 120) -> Path:
 
 
 def warc_payloads(data: Path) -> dict[str, tuple[int, str, bytes]]:
-    """Response records by target URL: (status, Content-Encoding, decoded payload)."""
-    out = {}
+    """Response records by target URL: (status, Content-Encoding, decoded payload); a
+    revisit record's payload is its original's (``WARC-Refers-To-Target-URI``)."""
+    out, revisits = {}, {}
     for path in sorted((data / "warc").glob("*.warc.gz")):
         with path.open("rb") as stream:
             for record in ArchiveIterator(stream):
-                if record.rec_type != "response":
+                if record.rec_type not in ("response", "revisit"):
                     continue
-                headers = record.http_headers
-                out[record.rec_headers.get_header("WARC-Target-URI")] = (
-                    int(headers.get_statuscode()),
-                    headers.get_header("Content-Encoding") or "",
-                    record.content_stream().read(),
-                )
+                headers, target = record.http_headers, record.rec_headers.get_header
+                found = (int(headers.get_statuscode()),
+                         headers.get_header("Content-Encoding") or "")
+                if record.rec_type == "revisit":
+                    original = target("WARC-Refers-To-Target-URI")
+                    revisits[target("WARC-Target-URI")] = (found, original)
+                    continue
+                out[target("WARC-Target-URI")] = (*found, record.content_stream().read())
+    for uri, ((status, encoding), original) in revisits.items():
+        out[uri] = (status, encoding, out[original][2])
     return out
 
 
