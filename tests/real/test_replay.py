@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urljoin
 
 import pytest
@@ -109,20 +110,33 @@ def collection(tmp: Path, data: Path) -> None:
     (tmp / "config.yaml").write_text("framed_replay: false\n")
 
 
-def captures(data: Path) -> tuple[dict[str, bytes], dict[str, str]]:
-    """The crawl's WARCs read by warcio: each response's payload by its record ID, and the
-    record ID each revisit refers to by the revisit's target URI."""
-    payloads: dict[str, bytes] = {}
-    revisits: dict[str, str] = {}
+class Captures(NamedTuple):
+    """The crawl's WARCs read by warcio: each response's payload by its record ID, the
+    record ID each revisit refers to by its target URI, and by record ID of each response
+    or revisit, its target URI and the fields of the metadata record concurrent to it."""
+
+    payloads: dict[str, bytes]
+    revisits: dict[str, str]
+    reached: dict[str, tuple[str, dict[str, str]]]
+
+
+def captures(data: Path) -> Captures:
+    found = Captures({}, {}, {})
     for warc in sorted((data / "warc").glob("*.warc.gz")):
         with warc.open("rb") as f:
             for record in ArchiveIterator(f):
-                headers = record.rec_headers
-                if record.rec_type == "response":
-                    payloads[headers["WARC-Record-ID"]] = record.content_stream().read()
-                elif record.rec_type == "revisit":
-                    revisits[headers["WARC-Target-URI"]] = headers["WARC-Refers-To"]
-    return payloads, revisits
+                headers, kind = record.rec_headers, record.rec_type
+                if kind == "response":
+                    found.payloads[headers["WARC-Record-ID"]] = record.content_stream().read()
+                elif kind == "revisit":
+                    found.revisits[headers["WARC-Target-URI"]] = headers["WARC-Refers-To"]
+                if kind in ("response", "revisit"):
+                    found.reached[headers["WARC-Record-ID"]] = (headers["WARC-Target-URI"], {})
+                elif kind == "metadata":
+                    _, fields = found.reached[headers["WARC-Concurrent-To"]]
+                    lines = record.content_stream().read().decode().splitlines()
+                    fields.update(line.split(": ", 1) for line in lines)
+    return found
 
 
 def browse(browser: str, url: str, tmp: Path) -> Path:
@@ -195,9 +209,22 @@ def test_a_crawl_replays_in_pywb(tmp_path: Path, site: WebProcess, wayback: str)
     check = subprocess.run([*WARCIO, "check", "-v", *map(str, warcs)],
                            capture_output=True, text=True, timeout=30)
     assert check.returncode == 0, check.stdout + check.stderr
-    payloads, revisits = captures(hive.data)
+    payloads, revisits, reached = captures(hive.data)
     logo = {urljoin(page, "/static/logo.png") for page in site.seeds()}
     assert logo & revisits.keys(), "the hosts' one logo should be archived once"
+    # Each capture's metadata record says how its URL was reached, as Heritrix's does.
+    how = dict(reached.values())
+    assert len(how) == len(reached), "one capture per URL"
+    for seed in site.seeds():
+        assert how[seed] == {"hopsFromSeed": ""}
+        assert how[urljoin(seed, "/robots.txt")] == {"hopsFromSeed": "P"}
+        assert how[urljoin(seed, "/static/site.css")]["hopsFromSeed"].endswith("E")
+        assert how[urljoin(seed, "/static/theme.css")] == {
+            "via": urljoin(seed, "/static/site.css"),
+            "hopsFromSeed": how[urljoin(seed, "/static/site.css")]["hopsFromSeed"] + "E",
+        }
+    font = site.web.url(site.web.static, "/cdn/hive.woff2", site.port)
+    assert how[font]["hopsFromSeed"].endswith("EEE") and how[font]["via"].endswith("theme.css")
     indexed = hive.run("index")
     assert indexed.returncode == 0, indexed.stderr
     collection(tmp_path, hive.data)
