@@ -169,6 +169,7 @@ class WarcConfig:
     revisits: bool
     revisit_min_bytes: int
     dedup_from: str
+    metadata_records: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,9 @@ its last ``MAX_PATH_LETTERS`` letters: a longer path is written as Heritrix writ
 it, ``N+`` and its last letters, ``N`` the hops left out. A URL is an embed when
 the run of non-link hops that ends its path holds an ``E`` (a page's stylesheet,
 the image that stylesheet names, either one's redirect target); ``embed_hops``
-counts the ``E`` of that run, which bounds chains such as CSS ``@import``.
+counts the ``E`` of that run, which bounds chains such as CSS ``@import``. A
+robots.txt, fetched because a URL of its host is due and never queued, has the path
+``P`` (Heritrix's prerequisite) in the WARC's metadata records.
 
 The optional strings are written only when needed: the kind when it is not a
 page's or when a path follows it (then it may be empty), the path when it is not
@@ -48,6 +50,7 @@ LISTED = "l"
 KINDS = frozenset({PAGE, SITEMAP, FEED, LISTED})
 SITEMAP_PREFIX = "sitemap:"
 HOP_LINK, HOP_EMBED, HOP_REDIRECT = "L", "E", "R"
+HOP_PREREQUISITE = "P"
 # Enough for any embed chain and the last links before it; a path costs its letters in
 # every queued record, so it is not the whole path of a deep crawl.
 MAX_PATH_LETTERS = 16

@@ -81,6 +81,7 @@ from hive.core.record import (
     FEED,
     HOP_EMBED,
     HOP_LINK,
+    HOP_PREREQUISITE,
     HOP_REDIRECT,
     LISTED,
     SITEMAP,
@@ -337,14 +338,15 @@ class Pipeline:
                            finished=time.time(), message=message)
         if lease.kind == ROBOTS:
             return self._fetch_robots(lease, stale, address, started)
-        host = lease.record.host_key
-        result = self._get(lease.record.url, address, host)
+        record = lease.record
+        host, reached = record.host_key, (record.via, record.path)
+        result = self._get(record.url, address, host, reached)
         if self._sets_a_cookie_and_comes_back(lease, result):
             # The page set a cookie and sent us back to itself, as sites that gate pages on
             # a cookie do: ask again once, after the host's delay (its lease is still ours).
             wait = self.politeness.delay(result.download_time, self._crawl_delay(lease.host_hash))
             if not self._closing.wait(wait):
-                result = self._get(lease.record.url, address, host)
+                result = self._get(record.url, address, host, reached)
         return self._page(lease, result, started)
 
     def _address(self, host: str, now: float) -> tuple[str | None, Kind, str]:
@@ -387,9 +389,14 @@ class Pipeline:
         except URLError:
             return False
 
-    def _get(self, url: str, address: str, host: str | None = None) -> FetchResult:
+    def _get(
+        self, url: str, address: str, host: str | None = None,
+        reached: tuple[str, str] = ("", HOP_PREREQUISITE),
+    ) -> FetchResult:
         """GET url, its cookies sent and kept when cookies are on, and archive the exchange
-        (the request as the fetcher sent it, byte for byte)."""
+        (the request as the fetcher sent it, byte for byte) and how url was reached
+        (``reached``: the URL it was found on and its hop path; robots.txt is a
+        prerequisite)."""
         host = host or host_key(url)
         via = self._via(host, time.time())[0] if self.proxy is not None else ""
         if self.cookies is None:
@@ -399,10 +406,13 @@ class Pipeline:
             result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
             self.cookies.keep(host, url, result.headers)
         if self.warc is not None and result.status is not None:
-            self._archive(self.warc, url, address, result)
+            self._archive(self.warc, url, address, result, reached)
         return result
 
-    def _archive(self, warc: WarcWriter, url: str, address: str, result: FetchResult) -> None:
+    def _archive(
+        self, warc: WarcWriter, url: str, address: str, result: FetchResult,
+        reached: tuple[str, str],
+    ) -> None:
         """Write the exchange's records: a revisit if its whole payload was archived before."""
         body, index, truncated = result.raw_body, self.payloads, truncation(result)
         sha1 = hashlib.sha1(body).digest()
@@ -412,7 +422,7 @@ class Pipeline:
             url=url, ip=address, request=result.request_bytes,
             status_line=result.status_line, response_headers=result.headers,
             body=body, truncated=truncated, date=result.started, payload_sha1=sha1,
-            original=original,
+            original=original, via=reached[0], hop_path=reached[1],
         )
         if index is not None and indexed:
             if original is None:

@@ -25,19 +25,28 @@ records, their rotation and their recovery after a crash. Policy:
   original's target URI, date and record ID (``WARC-Refers-To-*``). No
   ``WARC-Truncated``: the profile omits the payload by definition, and replay
   tools read a truncated record as a damaged capture.
+* **How a URL was reached**: with ``metadata_records`` on, a response (or revisit)
+  whose caller names its hop path is followed by a ``metadata`` record, as Heritrix
+  writes one: ``application/warc-fields`` of ``via: <url>`` (the URL it was found on,
+  left out for a seed) and ``hopsFromSeed: <path>`` (hive.core.record's hop path,
+  ``P`` for robots.txt), ``WARC-Concurrent-To`` the response's record ID. It is built
+  as one string, with no block digest (optional in WARC/1.1) and compressed before the
+  lock is taken: about 10 us and a gzip member of about 230 bytes at level 1, most of
+  both the compression of a small member (bench/bench_warc.py). Replay tools and
+  cdxj-indexer pass over ``application/warc-fields`` metadata.
 * **Durability**: ``write_exchange`` returns once the pair is in the kernel (it
   survives the death of the process), so the worker may commit the outcome
   then. A finished file is fsynced before it is renamed.
 * **Names**: a file is written as ``{prefix}-{UTC yyyymmddHHMMSS}-{seq:05d}.warc.gz.open``
   and renamed to drop ``.open`` when closed or rotated, so a reader looking
   for ``*.warc.gz`` never sees a torn file. A file is rotated once it reaches
-  ``max_file_bytes``; it exceeds that by at most one record pair. ``seq``
+  ``max_file_bytes``; it exceeds that by at most one fetch's records. ``seq``
   continues from the highest sequence number already on disk for the prefix.
 * **Recovery**: a writer owns its prefix (one process per worker id). When it
   starts, each ``.open`` file of its prefix left by a crash is cut after its
-  last complete response (or revisit) record, dropping a torn gzip member and a request
-  whose response never arrived, and renamed to its final name; a file left
-  with no response is deleted. Only the tail is read (see ``find_cut``).
+  last complete response (or revisit, or the metadata record after one), dropping
+  a torn gzip member and a request whose response never arrived, and renamed to
+  its final name; a file left with no response is deleted. Only the tail is read (see ``find_cut``).
 * **Index**: a file finished (closed, rotated or recovered) gets its CDXJ index
   beside it (``hive.fetch.cdxj``), written after the writer's lock is let go.
 """
@@ -82,6 +91,8 @@ _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]
 _PAIR_SHIFTS = range(150, -10, -10)
 _TYPE_RE = re.compile(rb"\r\nWARC-Type: *([A-Za-z]+)")
+# The records a cut may follow: hive writes a metadata record only after its response.
+_KEPT = (b"response", b"revisit", b"metadata")
 
 
 class WarcLocation(NamedTuple):
@@ -198,6 +209,30 @@ def warc_record(fields: Sequence[tuple[str, str]], block: bytes) -> bytes:
     return b"".join([head, b"\r\n\r\n", block, b"\r\n\r\n"])
 
 
+def metadata_record(url: str, when: str, concurrent_to: str, via: str, hop_path: str) -> bytes:
+    """The uncompressed metadata record that says how url was reached: ``via`` (omitted
+    when empty) and ``hopsFromSeed``, concurrent to the record ``concurrent_to``.
+
+    One f-string, not warc_record's list of fields: this runs once per response. No
+    ``WARC-Warcinfo-ID``: the record always follows its response, in its file, and the
+    field is 60 bytes that do not compress. A CR or LF (which a canonical URL never
+    holds) would end a field early, so it becomes a space.
+    """
+    if "\r" in url or "\n" in url or "\r" in via or "\n" in via or "\n" in hop_path:
+        url, via, hop_path = (
+            value.replace("\r", " ").replace("\n", " ") for value in (url, via, hop_path)
+        )
+    block = (
+        f"via: {via}\r\nhopsFromSeed: {hop_path}\r\n" if via else f"hopsFromSeed: {hop_path}\r\n"
+    ).encode()
+    return (
+        f"WARC/1.1\r\nWARC-Type: metadata\r\nWARC-Record-ID: {record_id()}\r\n"
+        f"WARC-Date: {when}\r\nWARC-Target-URI: {url}\r\n"
+        f"WARC-Concurrent-To: {concurrent_to}\r\n"
+        f"Content-Type: application/warc-fields\r\nContent-Length: {len(block)}\r\n\r\n"
+    ).encode() + block + b"\r\n\r\n"
+
+
 def gzip_member(data: bytes, level: int) -> bytes:
     """data as one complete gzip member (wbits 31: gzip header and trailer), by ISA-L."""
     return isal_zlib.compress(data, level, wbits=31)
@@ -244,8 +279,8 @@ def _last_safe_end(data: memoryview) -> tuple[int, bytes]:
 def find_cut(path: Path) -> tuple[int, bool]:
     """Where to cut a torn ``.open`` file, and whether a response record precedes the cut.
 
-    The cut follows the last complete response or revisit (or the warcinfo): a torn gzip
-    member
+    The cut follows the last complete response, revisit or metadata record (or the
+    warcinfo): a torn gzip member
     and a request whose response never arrived are dropped. Only the tail can be torn
     (records are only appended, a pair at a time), so this reads the file backwards
     in growing windows: it looks for our gzip member headers (zlib writes mtime 0, so
@@ -263,7 +298,7 @@ def find_cut(path: Path) -> tuple[int, bool]:
             for start in reversed([m.start() for m in _MEMBER_START.finditer(tail)]):
                 end, kind = _last_safe_end(tail[start:])
                 if kind:
-                    return low + start + end, kind in (b"response", b"revisit")
+                    return low + start + end, kind in _KEPT
             if low == 0:
                 return 0, False
             span *= 4
@@ -323,6 +358,7 @@ class WarcWriter:
         software: str,
         now: Callable[[], float] | None = None,
         info: Sequence[tuple[str, str]] = (),
+        metadata_records: bool = True,
     ) -> None:
         if gzip_level not in GZIP_LEVELS:
             raise ValueError(f"gzip_level must be 0..{GZIP_LEVELS[-1]}, got {gzip_level}")
@@ -334,6 +370,7 @@ class WarcWriter:
         self.gzip_level = gzip_level
         self.software = software
         self.info = list(info)
+        self.metadata_records = metadata_records
         self._now: Callable[[], float] = now if now is not None else time.time
         self._lock = threading.Lock()
         self._name_re = re.compile(
@@ -351,7 +388,8 @@ class WarcWriter:
     ) -> WarcWriter:
         """``info``: warcinfo fields besides software, format, conformsTo and hostname
         (the worker's: ``robots``, ``http-header-user-agent``)."""
-        return cls(directory, prefix, cfg.max_file_bytes, cfg.gzip_level, software, info=info)
+        return cls(directory, prefix, cfg.max_file_bytes, cfg.gzip_level, software, info=info,
+                   metadata_records=cfg.metadata_records)
 
     def _recover_and_next_seq(self) -> int:
         highest = -1
@@ -379,6 +417,8 @@ class WarcWriter:
         date: float | None = None,
         payload_sha1: bytes | None = None,
         original: Original | None = None,
+        via: str = "",
+        hop_path: str | None = None,
     ) -> WarcLocation:
         """Write a request record and its response record, and return once both are in the kernel.
 
@@ -389,8 +429,10 @@ class WarcWriter:
         is incomplete (``"length"`` at the size cap). ``date``: when the fetch
         started (default: now). ``payload_sha1``: the SHA-1 of ``body``, if the
         caller has it. ``original``: the record that archived this payload before;
-        the response is then written as a revisit of it, without the body. Returns
-        where the response (or revisit) record is.
+        the response is then written as a revisit of it, without the body. ``hop_path``
+        (None: not known) and ``via``: how the URL was reached, written as a metadata
+        record after the response when ``metadata_records`` is on. Returns where the
+        response (or revisit) record is.
         """
         when = warc_date(self._now() if date is None else date)
         request_block = request
@@ -429,6 +471,9 @@ class WarcWriter:
             response_fields.append(("WARC-IP-Address", ip))
         if truncated is not None and original is None:
             response_fields.append(("WARC-Truncated", truncated))
+        metadata = b"" if hop_path is None or not self.metadata_records else gzip_member(
+            metadata_record(url, when, response_fields[1][1], via, hop_path), self.gzip_level
+        )
         # Compression runs under the lock: the header names the file's warcinfo, which
         # only the lock holder knows, and ~60 us a pair is far below a worker's page rate.
         with self._lock:
@@ -438,8 +483,8 @@ class WarcWriter:
             request = gzip_member(warc_record(request_fields + info, request_block), level)
             response = gzip_member(warc_record(response_fields + info, response_block), level)
             offset = current.size + len(request)
-            current.write(request + response)
-            self._records += 2
+            current.write(b"".join([request, response, metadata]))
+            self._records += 3 if metadata else 2
             where = WarcLocation(current.final_name, offset, len(response),
                                  response_fields[1][1], when)
             finished = self._finish() if current.size >= self.max_file_bytes else None

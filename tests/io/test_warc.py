@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -259,13 +260,15 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert seqs == [0, 1]
 
 
-def torn_copy(tmp_path: Path, exchanges: int, cut: int) -> tuple[Path, list[int]]:
-    """A copy of an open file holding the given exchanges, cut `cut` bytes short,
-    and the member end offsets of the full file."""
+def torn_copy(
+    tmp_path: Path, exchanges: int, cut: int, **over: Any
+) -> tuple[Path, list[int]]:
+    """A copy of an open file holding the given exchanges (``over`` their arguments), cut
+    `cut` bytes short, and the member end offsets of the full file."""
     source = tmp_path / "source"
     with WarcWriter(source, "hive-07", 10**9, 2, "hive/test", now=clock) as writer:
         for n in range(exchanges):
-            writer.write_exchange(**exchange(n))
+            writer.write_exchange(**exchange(n, **over))
         [open_file] = list(source.iterdir())
         data = open_file.read_bytes()
     ends, offset = [], 0
@@ -318,6 +321,81 @@ def test_recover_cuts_to_the_last_complete_response(
     assert sum(b"WARC-Type: response" in m for m in kept) == responses_kept
     assert b"WARC-Type: response" in kept[-1]
     assert check(result)
+
+
+def test_recover_keeps_a_file_whose_last_whole_record_is_metadata(tmp_path: Path) -> None:
+    torn, ends = torn_copy(tmp_path, 3, 0, hop_path="L")
+    # warcinfo, then request, response and metadata per exchange: cut into the third request.
+    assert len(ends) == 10
+    os.truncate(torn, ends[6] + 10)
+    result = recover(torn)
+    assert result is not None and result.stat().st_size == ends[6]
+    kept = list(members(result))
+    assert sum(b"WARC-Type: response" in m for m in kept) == 2
+    assert b"WARC-Type: metadata" in kept[-1]
+    assert check(result)
+
+
+def metadata_of(path: Path) -> list[tuple[str, str, str, dict[str, str]]]:
+    """(type, target URI, concurrent-to, warc-fields) of each record after the warcinfo, in
+    order, the fields read from a metadata record's block."""
+    found = []
+    with path.open("rb") as f:
+        for record in ArchiveIterator(f):
+            headers = record.rec_headers
+            fields: dict[str, str] = {}
+            if record.rec_type == "metadata":
+                assert headers["Content-Type"] == "application/warc-fields"
+                for line in record.content_stream().read().decode().splitlines():
+                    name, _, value = line.partition(": ")
+                    fields[name] = value
+            if record.rec_type != "warcinfo":
+                found.append((record.rec_type, headers["WARC-Target-URI"],
+                              headers.get("WARC-Concurrent-To", ""), fields))
+    return found
+
+
+def test_a_metadata_record_says_how_each_url_was_reached(tmp_path: Path) -> None:
+    """Heritrix's via and hopsFromSeed, concurrent to the response, after it; none when the
+    hop path is not known; a CR or LF in a URL does not end a field."""
+    ids: list[str] = []
+    with WarcWriter(tmp_path, "hive-07", 10**9, 1, "hive/test", now=clock) as writer:
+        for n, over in enumerate([
+            {"hop_path": ""},
+            {"via": "http://a.test/page/0", "hop_path": "LLE"},
+            {},
+            {"via": "http://a.test/x\r\nhopsFromSeed: forged", "hop_path": "P"},
+        ]):
+            ids.append(writer.write_exchange(**exchange(n, **over)).record_id)
+        assert writer.stats()["warc/records"] == 1 + 3 + 2 + 3 + 3
+    [path] = warc_files(tmp_path)
+    assert check(path)
+    found = metadata_of(path)
+    page = [f"http://a.test/page/{n}" for n in range(4)]
+    assert [(kind, url) for kind, url, _, _ in found] == [
+        ("request", page[0]), ("response", page[0]), ("metadata", page[0]),
+        ("request", page[1]), ("response", page[1]), ("metadata", page[1]),
+        ("request", page[2]), ("response", page[2]),
+        ("request", page[3]), ("response", page[3]), ("metadata", page[3]),
+    ]
+    metadata = [(to, fields) for kind, _, to, fields in found if kind == "metadata"]
+    assert metadata == [
+        (ids[0], {"hopsFromSeed": ""}),
+        (ids[1], {"via": "http://a.test/page/0", "hopsFromSeed": "LLE"}),
+        (ids[3], {"via": "http://a.test/x  hopsFromSeed: forged", "hopsFromSeed": "P"}),
+    ]
+    # Replay tools index the responses alone.
+    assert len(cdxj.index_path(path).read_text().splitlines()) == 4
+
+
+def test_metadata_records_can_be_turned_off(tmp_path: Path) -> None:
+    cfg = config.load(environ={})
+    assert cfg.warc.metadata_records
+    off = dataclasses.replace(cfg.warc, metadata_records=False)
+    with WarcWriter.from_config(off, tmp_path, "hive-07", "hive/test") as writer:
+        writer.write_exchange(**exchange(0, via="http://a.test/", hop_path="L"))
+    [path] = warc_files(tmp_path)
+    assert [kind for kind, _, _, _ in metadata_of(path)] == ["request", "response"]
 
 
 def test_other_prefixes_and_files_are_left_alone(tmp_path: Path) -> None:
