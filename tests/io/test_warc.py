@@ -388,9 +388,9 @@ def test_a_metadata_record_says_how_each_url_was_reached(tmp_path: Path) -> None
     assert len(cdxj.index_path(path).read_text().splitlines()) == 4
 
 
-def test_metadata_records_can_be_turned_off(tmp_path: Path) -> None:
+def test_metadata_records_are_off_unless_turned_on(tmp_path: Path) -> None:
     cfg = config.load(environ={})
-    assert cfg.warc.metadata_records
+    assert not cfg.warc.metadata_records
     off = dataclasses.replace(cfg.warc, metadata_records=False)
     with WarcWriter.from_config(off, tmp_path, "hive-07", "hive/test") as writer:
         writer.write_exchange(**exchange(0, via="http://a.test/", hop_path="L"))

@@ -203,7 +203,8 @@ def replayed_requisites(
 def test_a_crawl_replays_in_pywb(tmp_path: Path, site: WebProcess, wayback: str) -> None:
     browser = chromium()
     # Every image the hosts share is archived once: the test web's images are small.
-    hive = Hive(tmp_path, site, politeness={"min_delay": 0.05}, warc={"revisit_min_bytes": 1})
+    hive = Hive(tmp_path, site, politeness={"min_delay": 0.05}, warc={"revisit_min_bytes": 1,
+                                                                    "metadata_records": True})
     finish(hive.start(1), timeout=40)
     warcs = sorted((hive.data / "warc").glob("*.warc.gz"))
     check = subprocess.run([*WARCIO, "check", "-v", *map(str, warcs)],
