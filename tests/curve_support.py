@@ -58,7 +58,7 @@ def free_base_port(host: str, count: int) -> int:
     raise AssertionError(f"no {count} consecutive free ports on {host}")
 
 
-def handshake(monitor: zmq.Socket[Any], timeout: float = 5.0) -> str:
+def handshake(monitor: zmq.Socket[Any], timeout: float = 20.0) -> str:
     """Wait for the first handshake outcome a socket monitor reports: succeeded or failed.
 
     A socket whose server is not listening yet keeps retrying its connection

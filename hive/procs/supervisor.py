@@ -54,7 +54,7 @@ import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -81,6 +81,7 @@ from hive.procs.lifecycle import (
     STORE_FAILED,
     ExitCode,
     Lock,
+    LockedError,
     read_failure,
     spawn_quietly,
 )
@@ -102,6 +103,9 @@ SEED_BATCH = 1000
 REFUSED_SHOWN = 20
 MAX_DENY = 100
 STOP_GRACE = 60.0
+# How long a start waits for a worker of a killed hive to let its store go: it dies with its
+# supervisor (die_with_parent) but may still be finishing a commit when the next start looks.
+STORE_RELEASE_WAIT = 10.0
 # The supervisor's inbox takes only counters and acknowledgements, never batches.
 SUPERVISOR_INBOX_BYTES = 8 << 20
 
@@ -135,6 +139,29 @@ def pages_done(store: Path) -> int:
             return MetaState.load(txn).counts.get("frontier/done/ok", 0)
     except StoreError:
         return 0
+
+
+@contextlib.contextmanager
+def store_released(directory: Path, what: str, wait: float = STORE_RELEASE_WAIT) -> Iterator[None]:
+    """Hold a store's lock, waiting up to ``wait`` seconds for a dying holder to let it go:
+    a store is judged only when no process writes it (a commit seen half-way looks like a
+    truncated file). StoreError if it is still held then."""
+    if not directory.is_dir():
+        yield
+        return
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            lock = Lock(DataDir.store_lock(directory), what)
+            break
+        except LockedError as exc:
+            if time.monotonic() > deadline:
+                raise StoreError(f"{exc}; is another hive running on this data?") from exc
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class Supervisor:
@@ -252,7 +279,8 @@ class Supervisor:
             raise StoreError(f"{self.dd.state_file} is damaged: it names no ring")
         for i in range(max(self.procs, named or 0)):
             directory = self.dd.worker(i)
-            check_file(directory)
+            with store_released(directory, f"the store of worker {i}"):
+                check_file(directory)
             if (directory / "data.mdb").exists():
                 continue
             if named is not None and i < named and not self.recreate_missing:

@@ -1,6 +1,7 @@
 """The process shells built in this process and driven through ``loop_once``, over real
 ZeroMQ sockets on ipc:// in a private run directory: the splitter's shedding, a poison
-message in each shell's inbox, the supervisor's restarts and give-up, and its batch end.
+message in each shell's inbox, the supervisor's restarts and give-up, its batch end, and
+its wait for a dying worker's store.
 
 The supervisor's children are real processes started with ``spawn``, but stand-ins: one
 that sleeps (a child that stays up) and one that exits at once (a child that keeps dying);
@@ -9,6 +10,7 @@ the workers' reports come from this test, through the supervisor's own inbox."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +24,7 @@ from hive import config
 from hive.core import wire
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
+from hive.errors import StoreError
 from hive.procs.children import Child
 from hive.procs.endpoints import (
     SEND_HWM,
@@ -33,7 +36,7 @@ from hive.procs.endpoints import (
 )
 from hive.procs.lifecycle import ExitCode
 from hive.procs.splitter import Splitter
-from hive.procs.supervisor import Supervisor
+from hive.procs.supervisor import Supervisor, store_released
 from hive.procs.workerproc import WorkerProcess
 from hive.storage.datadir import DataDir
 from tests.conftest import wait_for
@@ -286,3 +289,40 @@ def test_the_batch_ends_after_two_quiet_rounds_and_a_poison_message_does_not_sto
     assert supervisor.exit_code == ExitCode.ENDED and reports_in(3)
     assert supervisor.ended.startswith("the batch ended")
     assert supervisor.status()["bad_messages"] == len(POISON)
+
+
+# -- a start after a kill ----------------------------------------------------------------
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from hive.procs.lifecycle import Lock
+from hive.storage.datadir import DataDir
+lock = Lock(DataDir.store_lock(Path(sys.argv[1])), "a dying worker")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_store_is_judged_only_once_its_dying_writer_let_it_go(tmp_path: Path) -> None:
+    """A worker of a killed hive may still be finishing a commit when the next start checks
+    its store (a half-seen commit looks like a truncated file): the check waits for the
+    store's lock, and names the holder if it never comes free."""
+    store = tmp_path / "worker-00"
+    store.mkdir()
+    command = [sys.executable, "-c", HOLD, str(store)]
+    with subprocess.Popen([*command, "0.5"], stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        with store_released(store, "the store of worker 0", wait=10.0):
+            assert holder.wait(timeout=5) == 0
+        assert time.monotonic() - started >= 0.3
+    with subprocess.Popen([*command, "30"], stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            with pytest.raises(StoreError, match="in use by pid"), \
+                    store_released(store, "the store of worker 0", wait=0.3):
+                pass
+        finally:
+            holder.kill()
