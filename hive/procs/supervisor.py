@@ -158,6 +158,11 @@ def store_released(directory: Path, what: str, wait: float = STORE_RELEASE_WAIT)
             if time.monotonic() > deadline:
                 raise StoreError(f"{exc}; is another hive running on this data?") from exc
             time.sleep(0.05)
+        except OSError:
+            # A lock that cannot be taken at all is the worker's to report when it starts
+            # (as "could not start"); nobody can be writing through it.
+            yield
+            return
     try:
         yield
     finally:
