@@ -50,8 +50,9 @@ from hive.errors import HiveError
 from hive.procs.fetchtimes import BUCKET_KEYS, SUM_KEY
 
 STOP_TIMEOUT = 5.0
+Row = tuple[str, str, str]  # (metric name, help, stats key)
 # Stats keys read as counters per worker: (metric name, help, key).
-COUNTERS = (
+COUNTERS: tuple[Row, ...] = (
     ("hive_pages_fetched", "Pages fetched (outcome ok).", "frontier/done/ok"),
     ("hive_fetched_bytes", "Response bodies received, in bytes.", "fetch/bytes"),
     ("hive_requests", "HTTP requests sent, robots.txt included.", "fetch/requests"),
@@ -62,7 +63,7 @@ COUNTERS = (
      "robots/misses"),
 )
 # Stats keys read as gauges per worker.
-GAUGES = (
+GAUGES: tuple[Row, ...] = (
     ("hive_urls_pending", "URLs waiting to be fetched.", "frontier/pending"),
     ("hive_leases_in_flight", "Leases out to fetch threads.", "worker/in_flight"),
     ("hive_outbox_batches", "Batches of links not yet acknowledged by their owners.",
@@ -116,20 +117,17 @@ class HiveCollector:
 
     def _workers(self, snapshot: Snapshot) -> Iterator[Metric]:
         reports = sorted(snapshot.reports.items())
-        for name, text, key in COUNTERS:
-            family = CounterMetricFamily(name, text, labels=["worker"])
+        families: list[tuple[type[CounterMetricFamily | GaugeMetricFamily], Row]] = [
+            *((CounterMetricFamily, row) for row in COUNTERS),
+            *((GaugeMetricFamily, row) for row in GAUGES),
+        ]
+        for make, (name, text, key) in families:
+            family = make(name, text, labels=["worker"])
             for worker, stats in reports:
                 value = _number(stats.get(key))
                 if value is not None:
                     family.add_metric([str(worker)], value)
             yield family
-        for name, text, key in GAUGES:
-            gauge = GaugeMetricFamily(name, text, labels=["worker"])
-            for worker, stats in reports:
-                value = _number(stats.get(key))
-                if value is not None:
-                    gauge.add_metric([str(worker)], value)
-            yield gauge
         for name, text, label, prefix in LABELLED:
             family = CounterMetricFamily(name, text, labels=["worker", label])
             for worker, stats in reports:
