@@ -255,7 +255,8 @@ def test_a_crawl_replays_in_pywb(tmp_path: Path, site: WebProcess, wayback: str)
 
     # A browser shows a page whose logo is a revisit, and all it asks for is replayed: every
     # requisite the page names (of a srcset, the 1x image), and nothing else but what was
-    # never archived (the forbidden image, the browser's own favicon).
+    # never archived (the forbidden image, the browser's own favicon) and pages of the
+    # archive, which a browser may fetch ahead of a click (seen once in CI).
     page = next(p for p in pages if urljoin(p, "/static/logo.png") in revisits)
     before = (tmp_path / "wayback.err").read_text()
     shot = browse(browser, f"{replay}/{times[page]}/{page}", tmp_path)
@@ -263,5 +264,5 @@ def test_a_crawl_replays_in_pywb(tmp_path: Path, site: WebProcess, wayback: str)
     named = replayed_requisites(replay, times, page, forbidden)
     wanted = {page, *named} - {url for url in named if url.endswith("@2x.png")}
     assert wanted <= {url for url, statuses in loaded.items() if statuses == {"200"}}
-    assert loaded.keys() - wanted <= forbidden | {urljoin(page, "/favicon.ico")}
+    assert loaded.keys() - wanted - set(pages) <= forbidden | {urljoin(page, "/favicon.ico")}
     assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and shot.stat().st_size > 10_000
