@@ -14,10 +14,17 @@ This module owns the index format and how it is read out of a WARC. Policy:
   and ``offset`` are the record's gzip member in the file. ``digest`` is the record's
   ``WARC-Payload-Digest``, which hive writes on every response (a record without one
   gets no digest; cdxj-indexer would compute it).
-* **SURT keys come from the ``surt`` package**, the implementation pywb and
+* **SURT keys are the ``surt`` package's**, the implementation pywb and
   cdxj-indexer call: its canonicalization (``www`` dropped, query sorted, session ids
-  stripped) is what a lookup repeats, so a reimplementation that differs in one case
-  would make a capture unfindable.
+  stripped) is what a lookup repeats, so a key that differs in one case would make a
+  capture unfindable. It costs about 50 us a URL, so the URLs most crawls are made of
+  (``_PLAIN``: http or https, a host name of ASCII letters, digits and hyphens, a path
+  and query of characters that none of its rules touches, no dot segment, no empty
+  segment, no session-id name in the query) get their key from :func:`_plain_key`,
+  which applies the very rules that change such a URL (lowercasing, ``www``-stripping,
+  default-port and trailing-slash dropping, query sorting) in a few microseconds; every
+  other URL goes to ``surt``. tests/unit/test_cdxj_keys.py holds the two equal on
+  generated URLs at and around that boundary.
 * **Lines are sorted** as strings, as pywb's binary search needs and
   ``cdxj-indexer --sort`` writes them; a merged index is merged from sorted indexes
   one line at a time (:func:`merge`).
@@ -27,6 +34,13 @@ This module owns the index format and how it is read out of a WARC. Policy:
   result says how many bytes were skipped. A member's inflated output is kept only
   up to ``HEAD_BYTES`` (the WARC and HTTP heads): memory does not follow record size.
   A record whose heads do not fit is indexed without status and mime.
+* **Two ways to a file's lines, one code path**: :func:`index_file` reads them out of a
+  WARC; the writer (hive.fetch.warc) takes each record's :func:`capture` from the bytes
+  it is about to compress and adds the position (:func:`line`) at close, so a finished
+  file costs no second read. Both parse the same record head with the same code, so
+  their lines are the same (tests/io/test_cdxj.py compares them). The ``surt``
+  package (it imports tldextract and requests, about 0.25 CPU-s) is imported at the
+  first key computed.
 * **A crawl's index** (``hive index``) is built from its WARCs alone, those a crash
   left ``.open`` included (under that name, which recovery later drops), so it
   can be rebuilt at any time; the indexes beside the WARCs are not read.
@@ -36,21 +50,21 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, NamedTuple, cast
 
-import surt
 from isal import isal_zlib
 
 __all__ = [
-    "HEAD_BYTES", "FileIndex", "build_index", "crawl_warcs", "index_file", "index_path",
-    "merge", "url_key", "write_beside",
+    "HEAD_BYTES", "Capture", "FileIndex", "build_index", "capture", "crawl_warcs",
+    "exchange_capture", "index_file", "index_path", "line", "merge", "url_key", "write_beside",
+    "write_lines",
 ]
 
 HEAD_BYTES = 1 << 16
@@ -62,6 +76,7 @@ _PIECE = 1 << 16
 _INDEXED = frozenset({"response", "revisit", "resource", "metadata"})
 _MIME_END = re.compile(r"[;\s]")
 _HEAD_END = b"\r\n\r\n"
+_NOT_DIGIT = re.compile(r"\D")
 # isal's stubs declare its error as an instance, not a class.
 _INFLATE_ERROR = cast(type[Exception], isal_zlib.error)
 
@@ -123,20 +138,82 @@ def _fields(head: bytes) -> dict[str, str]:
 
 def _timestamp(warc_date: str) -> str:
     """The 14 digits of a WARC-Date (``2024-05-01T12:00:00.25Z`` -> ``20240501120000``)."""
-    digits = "".join(c for c in warc_date.partition(".")[0] if c.isdigit())
-    return digits[:14].ljust(14, "0")
+    return _NOT_DIGIT.sub("", warc_date.partition(".")[0])[:14].ljust(14, "0")
+
+
+# A URL whose key _plain_key computes: surt's rules leave its characters alone (no
+# percent-escape, no ';' or '(' of a session id, nothing it escapes) and its host is no IP
+# address form (the last label starts with a letter).
+_SAFE = r"[A-Za-z0-9._~!$'*+,=:@&/-]"
+_PLAIN = re.compile(
+    rf"(https?)://((?:[A-Za-z0-9-]+\.)*[A-Za-z][A-Za-z0-9-]*)(?::([1-9][0-9]{{0,4}}))?"
+    rf"(/{_SAFE}*)?(?:\?({_SAFE}+))?"
+)
+_DOT_OR_EMPTY_SEGMENT = re.compile(r"//|/\.\.?(?:/|$)")
+_WWW = re.compile(r"www\d*\.")
+_QUERY_SESSION = ("sid", "session", "cfid")
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
+def _plain_key(url: str) -> str | None:
+    """The SURT key of a URL of the common form (``_PLAIN``), None for any other."""
+    match = _PLAIN.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, path, query = match.groups()
+    if path and _DOT_OR_EMPTY_SEGMENT.search(path):
+        return None
+    host = host.lower()
+    www = _WWW.match(host)
+    if www:
+        host = host[www.end() :]
+    key = ",".join(reversed(host.split(".")))
+    if port is not None:
+        number = int(port)
+        if number > 65535:
+            return None
+        if number != _DEFAULT_PORT[scheme]:
+            key += f":{number}"
+    path = path.lower() if path else "/"
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    key += ")" + path
+    if query is not None:
+        query = query.lower()
+        if any(name in query for name in _QUERY_SESSION):
+            return None
+        # As surt sorts: by (name,) or (name, value), so "a" sorts before "a=".
+        pairs = sorted(tuple(arg.split("=", 1)) for arg in query.split("&"))
+        key += "?" + "&".join("=".join(pair) for pair in pairs)
+    return key
 
 
 def url_key(url: str) -> str:
     """The SURT key of url, as pywb computes it; the URL itself if surt refuses it."""
+    plain = _plain_key(url)
+    if plain is not None:
+        return plain
+    import surt  # noqa: PLC0415 - imported at the first key it computes (module docstring)
+
     try:
         return str(surt.surt(url))
     except Exception:  # noqa: BLE001 - surt raises anything on odd URLs; cdxj-indexer does this
         return url
 
 
-def _line(offset: int, length: int, head: bytes, filename: str) -> str | None:
-    """The index line of one record from its inflated start; None if not indexed."""
+class Capture(NamedTuple):
+    """What an index line says of a record but where it is: its target URI, the 14-digit
+    timestamp and the line's JSON object up to its position fields (closing brace left
+    out)."""
+
+    url: str
+    timestamp: str
+    fields: str
+
+
+def capture(head: bytes) -> Capture | None:
+    """The capture of a record from its start as written (up to HEAD_BYTES of it, the WARC
+    head and, for a response or revisit, the HTTP head); None if it is not indexed."""
     warc_end = head.find(_HEAD_END)
     if not head.startswith(b"WARC/") or warc_end < 0:
         return None
@@ -147,32 +224,52 @@ def _line(offset: int, length: int, head: bytes, filename: str) -> str | None:
         kind in ("resource", "metadata") and record_type == "application/warc-fields"
     ):
         return None
-    url = warc.get("warc-target-uri", "")
-    entry: dict[str, str] = {"url": url}
-    mime: str | None = record_type
-    status: str | None = None
-    if kind in ("response", "revisit"):
-        mime = None
-        block = head[warc_end + 4 :]
-        http_end = block.find(_HEAD_END)
-        if block.startswith(b"HTTP/") and http_end >= 0:
-            status_line, _, rest = block[:http_end].partition(b"\r\n")
-            words = status_line.decode("latin-1").split(" ", 2)
-            status = words[1] if len(words) > 1 else None
-            mime = _fields(b"\r\n" + rest).get("content-type")
-        if kind == "revisit":
-            mime = "warc/revisit"
-    if mime is not None:
-        entry["mime"] = _MIME_END.split(mime, 1)[0].strip()
-    if status is not None:
-        entry["status"] = status
+    url, date = warc.get("warc-target-uri", ""), warc.get("warc-date", "")
     digest = warc.get("warc-payload-digest")
+    if kind in ("response", "revisit"):
+        return exchange_capture(kind, url, date, digest, head[warc_end + 4 :])
+    return _capture(url, date, record_type, None, digest)
+
+
+def exchange_capture(
+    kind: str, url: str, date: str, digest: str | None, block: bytes
+) -> Capture:
+    """The capture of a response or revisit record: its WARC-Target-URI, WARC-Date and
+    WARC-Payload-Digest values, and its block's start (the HTTP head, whole if it ends
+    within the record's first HEAD_BYTES). The writer calls it with the fields it writes,
+    sparing the parse of a WARC head it made itself."""
+    mime: str | None = None
+    status: str | None = None
+    http_end = block.find(_HEAD_END)
+    if block.startswith(b"HTTP/") and http_end >= 0:
+        status_line, _, rest = block[:http_end].partition(b"\r\n")
+        words = status_line.decode("latin-1").split(" ", 2)
+        status = words[1] if len(words) > 1 else None
+        mime = _fields(b"\r\n" + rest).get("content-type")
+    if kind == "revisit":
+        mime = "warc/revisit"
+    return _capture(url, date, mime, status, digest)
+
+
+def _capture(
+    url: str, date: str, mime: str | None, status: str | None, digest: str | None
+) -> Capture:
+    # As json.dumps writes the object (ensure_ascii, ", " and ": "), without its overhead.
+    fields = '{"url": ' + _json_string(url)
+    if mime is not None:
+        fields += ', "mime": ' + _json_string(_MIME_END.split(mime, 1)[0].strip())
+    if status is not None:
+        fields += ', "status": ' + _json_string(status)
     if digest is not None:
-        entry["digest"] = digest
-    entry["length"] = str(length)
-    entry["offset"] = str(offset)
-    entry["filename"] = filename
-    return f"{url_key(url)} {_timestamp(warc.get('warc-date', ''))} {json.dumps(entry)}\n"
+        fields += ', "digest": ' + _json_string(digest)
+    return Capture(url, _timestamp(date), fields)
+
+
+def line(found: Capture, offset: int, length: int, filename: str) -> str:
+    """The index line of a capture whose record is the gzip member at offset, length bytes
+    long, of the file named filename."""
+    return (f'{url_key(found.url)} {found.timestamp} {found.fields}, "length": "{length}", '
+            f'"offset": "{offset}", "filename": {_json_string(filename)}}}\n')
 
 
 def index_file(path: Path, filename: str | None = None) -> FileIndex:
@@ -182,9 +279,9 @@ def index_file(path: Path, filename: str | None = None) -> FileIndex:
     with path.open("rb") as f:
         for offset, length, head in _members(f):
             result.whole_bytes = offset + length
-            line = _line(offset, length, head, result.filename)
-            if line is not None:
-                result.lines.append(line)
+            found = capture(head)
+            if found is not None:
+                result.lines.append(line(found, offset, length, result.filename))
                 result.records += 1
     result.skipped_bytes = size - result.whole_bytes
     result.lines.sort()
@@ -197,16 +294,23 @@ def index_path(warc_path: Path) -> Path:
 
 
 def write_beside(warc_path: Path) -> FileIndex:
-    """Index a finished WARC into :func:`index_path` (written whole, then renamed)."""
+    """Index a finished WARC into :func:`index_path` by reading it."""
     index = index_file(warc_path)
+    write_lines(warc_path, index.lines)
+    return index
+
+
+def write_lines(warc_path: Path, lines: list[str]) -> None:
+    """Write a finished WARC's index lines, sorted here, into :func:`index_path` (written
+    whole, then renamed)."""
+    lines.sort()
     final = index_path(warc_path)
     partial = final.with_name(final.name + ".part")
     with partial.open("w", encoding="utf-8") as out:
-        out.writelines(index.lines)
+        out.writelines(lines)
         out.flush()
         os.fsync(out.fileno())
     partial.replace(final)
-    return index
 
 
 def merge(indexes: Iterable[Iterable[str]], out: IO[str]) -> int:

@@ -14,7 +14,11 @@ what that costs on real sites).
 fetch thread looks its payload up before it writes: first in ``recent`` (the
 last RECENT payloads archived, in memory), then in the store, through a short
 read transaction of its own (``Store.read_committed``, which LMDB runs beside
-the frontier thread's held write transaction). Handing the look-up to the
+the frontier thread's held write transaction), but only if the payload may be
+there: a Bloom filter of every digest in the index (``DigestFilter``, FILTER_BITS
+bits, built from the store's keys when the worker opens it) answers "not
+archived" for nearly every new payload, in about a microsecond, without the
+read transaction (about 10 us) or its lock. Handing the look-up to the
 frontier thread instead would hold every response for a turn of that thread
 (up to 20 ms) before its records could be written. Only the frontier thread
 writes the store: a fetch thread that archived a new payload puts its entry in
@@ -58,7 +62,7 @@ import logging
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -67,6 +71,11 @@ from hive.fetch.warc import Original
 log = logging.getLogger(__name__)
 
 RECENT = 4096
+# The Bloom filter of archived digests: 4 MiB a worker. Its false positives (only an
+# index read too many) stay under 1 in 1,000 up to a million payloads a worker and
+# near 5 % at five million; its memory does not grow with the crawl.
+FILTER_BITS = 1 << 25
+FILTER_HASHES = 4
 MAX_LINE = 64 << 10
 NAMED = 10
 SEED_BATCH = 5000
@@ -98,17 +107,44 @@ def digest_bytes(text: str) -> bytes | None:
         return None
 
 
+class DigestFilter:
+    """A Bloom filter of SHA-1 digests: ``may_hold`` is False only for a digest never
+    ``add``-ed. A SHA-1 is already uniform, so its bits are the filter's hashes: four
+    slices of its first 16 bytes, each taken modulo ``bits`` (a power of two)."""
+
+    def __init__(self, bits: int = FILTER_BITS) -> None:
+        if bits < 8 or bits & (bits - 1):
+            raise ValueError(f"a filter's bits must be a power of two >= 8, got {bits}")
+        self._mask = bits - 1
+        self._bits = bytearray(bits // 8)
+
+    def _positions(self, sha1: bytes) -> list[int]:
+        n = int.from_bytes(sha1[:16], "little")
+        mask = self._mask
+        return [(n >> shift) & mask for shift in range(0, 32 * FILTER_HASHES, 32)]
+
+    def add(self, sha1: bytes) -> None:
+        bits = self._bits
+        for position in self._positions(sha1):
+            bits[position >> 3] |= 1 << (position & 7)
+
+    def may_hold(self, sha1: bytes) -> bool:
+        bits = self._bits
+        return all(bits[p >> 3] >> (p & 7) & 1 for p in self._positions(sha1))
+
+
 class PayloadIndex:
     """The payload index (see the module docstring).
 
     ``read`` gives a committed ``payloads`` value by key and may be called from
-    any thread; ``write`` puts one, without overwriting, on the frontier thread.
-    Payloads shorter than ``min_bytes`` are neither looked up nor indexed.
+    any thread; ``write`` puts one, without overwriting, on the frontier thread;
+    ``known`` are the keys already in the store. Payloads shorter than
+    ``min_bytes`` are neither looked up nor indexed.
     """
 
     def __init__(
         self, read: Callable[[bytes], bytes | None], write: Callable[[bytes, bytes], None],
-        min_bytes: int,
+        min_bytes: int, known: Iterable[bytes] = (), filter_bits: int = FILTER_BITS,
     ) -> None:
         self._read = read
         self._write = write
@@ -116,6 +152,9 @@ class PayloadIndex:
         self._recent: dict[bytes, Original] = {}
         self._pending: list[tuple[bytes, Original]] = []
         self._lock = threading.Lock()
+        self._filter = DigestFilter(filter_bits)
+        for sha1 in known:
+            self._filter.add(sha1)
         self.counts: Counter[str] = Counter()
 
     # -- a fetch thread ----------------------------------------------------------------
@@ -126,6 +165,8 @@ class PayloadIndex:
             original = self._recent.get(sha1)
         if original is not None:
             return original
+        if not self._filter.may_hold(sha1):
+            return None
         value = self._read(sha1)
         return decode(value) if value is not None else None
 
@@ -136,6 +177,7 @@ class PayloadIndex:
                 del self._recent[next(iter(self._recent))]
             self._recent[sha1] = original
             self._pending.append((sha1, original))
+            self._filter.add(sha1)
 
     def revisited(self, saved: int) -> None:
         """Count a revisit written in place of ``saved`` bytes of payload."""
@@ -207,6 +249,8 @@ class PayloadIndex:
         date = (f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[8:10]}:{stamp[10:12]}:"
                 f"{stamp[12:14]}Z")
         self._write(sha1, encode(Original(url, date, "")))
+        with self._lock:
+            self._filter.add(sha1)
         return "entries"
 
 

@@ -48,7 +48,9 @@ records, their rotation and their recovery after a crash. Policy:
   a torn gzip member and a request whose response never arrived, and renamed to
   its final name; a file left with no response is deleted. Only the tail is read (see ``find_cut``).
 * **Index**: a file finished (closed, rotated or recovered) gets its CDXJ index
-  beside it (``hive.fetch.cdxj``), written after the writer's lock is let go.
+  beside it (``hive.fetch.cdxj``), written after the writer's lock is let go. The
+  writer takes each response's capture from the record it compresses, so only a
+  recovered file is read back to be indexed.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from typing import Literal, NamedTuple
 from isal import isal_zlib
 
 from hive.config import GZIP_LEVELS, WarcConfig
+from hive.fetch import cdxj
 
 log = logging.getLogger(__name__)
 
@@ -324,16 +327,15 @@ def recover(path: Path) -> Path | None:
     return final
 
 
-def index_beside(path: Path) -> None:
-    """Write the CDXJ index of a finished file beside it (``hive.fetch.cdxj``). It costs a
-    read of the file; a failure is logged, not raised: the records are safe, and
-    ``hive index`` rebuilds any index from the WARCs. Imported at the first close: the
-    SURT library brings tldextract and requests (about 0.25 CPU-s), which a worker that
-    closes no file never pays."""
-    from hive.fetch import cdxj
-
+def index_beside(path: Path, lines: list[str] | None = None) -> None:
+    """Write the CDXJ index of a finished file beside it (``hive.fetch.cdxj``): ``lines``
+    if the writer kept them, else read out of the file. A failure is logged, not raised:
+    the records are safe, and ``hive index`` rebuilds any index from the WARCs."""
     try:
-        cdxj.write_beside(path)
+        if lines is None:
+            cdxj.write_beside(path)
+        else:
+            cdxj.write_lines(path, lines)
     except OSError as exc:
         log.warning("warc: no index written for %s: %s", path.name, exc)
 
@@ -481,15 +483,24 @@ class WarcWriter:
             info = [("WARC-Warcinfo-ID", current.info_id)]
             level = self.gzip_level
             request = gzip_member(warc_record(request_fields + info, request_block), level)
-            response = gzip_member(warc_record(response_fields + info, response_block), level)
+            record = warc_record(response_fields + info, response_block)
+            response = gzip_member(record, level)
             offset = current.size + len(request)
             current.write(b"".join([request, response, metadata]))
+            # Both heads within HEAD_BYTES: the capture from the fields as given; else
+            # read from the record as a reader of the file would.
+            found: cdxj.Capture | None
+            if len(record) - (len(response_block) - len(head)) < cdxj.HEAD_BYTES:
+                found = cdxj.exchange_capture(response_fields[0][1], url, when, payload, head)
+            else:
+                found = cdxj.capture(record[: cdxj.HEAD_BYTES])
+            current.note(found, offset, len(response))
             self._records += 3 if metadata else 2
             where = WarcLocation(current.final_name, offset, len(response),
                                  response_fields[1][1], when)
             finished = self._finish() if current.size >= self.max_file_bytes else None
         if finished is not None:
-            index_beside(finished)
+            finished.index()
         return where
 
     def _open(self) -> _FileState:
@@ -527,16 +538,16 @@ class WarcWriter:
         self._records += 1
         return state
 
-    def _finish(self) -> Path | None:
-        """Finish the current file; its final path, to be indexed outside the lock."""
+    def _finish(self) -> _FileState | None:
+        """Finish the current file; it is to be indexed outside the lock."""
         current = self._file
         if current is None:
             return None
         self._file = None
         self._bytes += current.size
-        final = current.finish()
+        current.finish()
         _fsync_dir(self.directory)
-        return final
+        return current
 
     def close(self) -> None:
         """Finish the current file (fsync, rename to ``*.warc.gz``).
@@ -545,7 +556,7 @@ class WarcWriter:
         with self._lock:
             finished = self._finish()
         if finished is not None:
-            index_beside(finished)
+            finished.index()
 
     def stats(self) -> dict[str, int]:
         """Records written (warcinfo included), compressed bytes written, files opened."""
@@ -570,13 +581,16 @@ class WarcWriter:
 
 
 class _FileState:
-    """The open ``.open`` file: unbuffered, created exclusively, its size tracked."""
+    """The open ``.open`` file: unbuffered, created exclusively, its size tracked, and the
+    captures of its records for the index (a few hundred bytes a record: a file of
+    ``max_file_bytes`` bounds them, as it bounds the lines of the index written at close)."""
 
     def __init__(self, path: Path, final_name: str, info_id: str) -> None:
         self.path = path
         self.final_name = final_name
         self.info_id = info_id
         self.size = 0
+        self.captures: list[tuple[cdxj.Capture, int, int]] = []
         self._raw = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in finish()
 
     def write(self, data: bytes) -> None:
@@ -591,13 +605,23 @@ class _FileState:
             raise
         self.size += len(data)
 
+    def note(self, found: cdxj.Capture | None, offset: int, length: int) -> None:
+        """Keep the capture of the record just written at offset, length bytes long."""
+        if found is not None:
+            self.captures.append((found, offset, length))
+
     def discard(self) -> None:
         self._raw.close()
         self.path.unlink()
 
-    def finish(self) -> Path:
+    def finish(self) -> None:
         os.fsync(self._raw.fileno())
         self._raw.close()
-        final = self.path.with_name(self.final_name)
-        self.path.rename(final)
-        return final
+        self.path.rename(self.path.with_name(self.final_name))
+
+    def index(self) -> None:
+        """Write the index of the finished file from its captures."""
+        name = self.final_name
+        lines = [cdxj.line(found, offset, length, name) for found, offset, length in self.captures]
+        self.captures = []
+        index_beside(self.path.with_name(name), lines)

@@ -113,7 +113,8 @@ class Worker:
         payloads = None
         if cfg.warc.enabled and cfg.warc.revisits:
             payloads = PayloadIndex(self._load_payload, self._store_payload,
-                                    cfg.warc.revisit_min_bytes)
+                                    cfg.warc.revisit_min_bytes,
+                                    known=self.frontier.store.keys("payloads"))
             if cfg.warc.dedup_from:
                 self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
         self.pipeline = Pipeline(

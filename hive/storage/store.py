@@ -197,6 +197,11 @@ class Store:
                 return
             yield bytes(key), bytes(value)
 
+    def keys(self, name: str) -> Iterator[bytes]:
+        """Every key of ``name``, in key order."""
+        for key in self.txn.cursor(self.db[name]).iternext(keys=True, values=False):
+            yield bytes(key)
+
     def get(self, name: str, key: bytes) -> bytes | None:
         value = self.txn.get(key, db=self.db[name])
         return None if value is None else bytes(value)

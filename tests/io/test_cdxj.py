@@ -3,6 +3,7 @@ beside each WARC the writer finishes and merged by ``hive index``."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 import cli
 from hive.fetch import cdxj
-from hive.fetch.warc import WarcWriter, gzip_member, sha1_digest, warc_record
+from hive.fetch.warc import Original, WarcWriter, gzip_member, sha1_digest, warc_record
 from tests.io.test_warc import EXCHANGES, clock, exchange, warc_files
 
 
@@ -64,6 +65,7 @@ def test_a_huge_record_is_indexed_by_its_head(tmp_path: Path) -> None:
     index = cdxj.index_file(path)
     assert index.records == 2 and index.skipped_bytes == 0
     assert "".join(index.lines) == reference(path, tmp=tmp_path)
+    assert cdxj.index_path(path).read_text() == "".join(index.lines)
 
 
 def test_records_that_are_not_captures_get_no_line(tmp_path: Path) -> None:
@@ -142,3 +144,44 @@ def test_hive_index_without_warcs_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli.main, ["index", "--data", str(tmp_path)])
     assert result.exit_code == 1
     assert f"{tmp_path / 'warc'}: no such directory" in result.output
+
+
+def test_the_lines_the_writer_keeps_are_those_read_back_from_its_files(tmp_path: Path) -> None:
+    """The writer indexes a file from the records it compressed, not by reading it back:
+    the same lines, for odd records too, with threads rotating files under each other."""
+    odd = [
+        # An HTTP head longer than HEAD_BYTES: indexed without status and mime.
+        exchange(0, response_headers=[("X-Big", "v" * cdxj.HEAD_BYTES),
+                                      ("Content-Type", "text/html")]),
+        exchange(1, response_headers=[("Content-Type", "text/html; charset=\u00e9t\u00e9")]),
+        exchange(2, status_line="HTTP/1.1", response_headers=[]),
+        exchange(3, original=Original("http://a.test/page/0", "2024-06-01T12:00:00Z", "")),
+        exchange(4, hop_path="LE", via="http://a.test/"),
+        # Heads from a little under HEAD_BYTES to a little over: where the writer stops
+        # taking the capture from its fields and reads it from the record.
+        *(exchange(5 + n, response_headers=[("X-Pad", "p" * (cdxj.HEAD_BYTES - 760 + 9 * n)),
+                                            ("Content-Type", "text/plain")])
+          for n in range(40)),
+    ]
+    with WarcWriter(tmp_path, "hive-07", 4000, 1, "hive/test", now=clock) as writer:
+        for args in odd:
+            writer.write_exchange(**args)
+
+        def write(thread: int) -> None:
+            for n in range(25):
+                writer.write_exchange(**exchange(100 * thread + n, hop_path="L"))
+
+        threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    warcs = warc_files(tmp_path)
+    assert len(warcs) > 5
+    lines = 0
+    for path in warcs:
+        kept = cdxj.index_path(path).read_text()
+        assert kept == "".join(cdxj.index_file(path).lines), path.name
+        lines += len(kept.splitlines())
+    assert lines == len(odd) + 100
+    assert reference(*warcs, tmp=tmp_path).count("\n") == lines
