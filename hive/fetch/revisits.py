@@ -60,8 +60,9 @@ import binascii
 import json
 import logging
 import re
+import struct
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -76,6 +77,7 @@ RECENT = 4096
 # near 5 % at five million; its memory does not grow with the crawl.
 FILTER_BITS = 1 << 25
 FILTER_HASHES = 4
+_WORDS = struct.Struct("<4I")  # FILTER_HASHES words of a digest
 MAX_LINE = 64 << 10
 NAMED = 10
 SEED_BATCH = 5000
@@ -109,8 +111,8 @@ def digest_bytes(text: str) -> bytes | None:
 
 class DigestFilter:
     """A Bloom filter of SHA-1 digests: ``may_hold`` is False only for a digest never
-    ``add``-ed. A SHA-1 is already uniform, so its bits are the filter's hashes: four
-    slices of its first 16 bytes, each taken modulo ``bits`` (a power of two)."""
+    ``add``-ed. A SHA-1 is already uniform, so its bits are the filter's hashes: the four
+    32-bit words of its first 16 bytes, each taken modulo ``bits`` (a power of two)."""
 
     def __init__(self, bits: int = FILTER_BITS) -> None:
         if bits < 8 or bits & (bits - 1):
@@ -118,19 +120,20 @@ class DigestFilter:
         self._mask = bits - 1
         self._bits = bytearray(bits // 8)
 
-    def _positions(self, sha1: bytes) -> list[int]:
-        n = int.from_bytes(sha1[:16], "little")
-        mask = self._mask
-        return [(n >> shift) & mask for shift in range(0, 32 * FILTER_HASHES, 32)]
-
     def add(self, sha1: bytes) -> None:
-        bits = self._bits
-        for position in self._positions(sha1):
+        bits, mask = self._bits, self._mask
+        for word in _WORDS.unpack_from(sha1):
+            position = word & mask
             bits[position >> 3] |= 1 << (position & 7)
 
     def may_hold(self, sha1: bytes) -> bool:
-        bits = self._bits
-        return all(bits[p >> 3] >> (p & 7) & 1 for p in self._positions(sha1))
+        bits, mask = self._bits, self._mask
+        a, b, c, d = _WORDS.unpack_from(sha1)
+        a, b, c, d = a & mask, b & mask, c & mask, d & mask
+        return bool(
+            bits[a >> 3] >> (a & 7) & bits[b >> 3] >> (b & 7)
+            & bits[c >> 3] >> (c & 7) & bits[d >> 3] >> (d & 7) & 1
+        )
 
 
 class PayloadIndex:
@@ -149,7 +152,7 @@ class PayloadIndex:
         self._read = read
         self._write = write
         self.min_bytes = min_bytes
-        self._recent: dict[bytes, Original] = {}
+        self._recent: OrderedDict[bytes, Original] = OrderedDict()
         self._pending: list[tuple[bytes, Original]] = []
         self._lock = threading.Lock()
         self._filter = DigestFilter(filter_bits)
@@ -174,7 +177,9 @@ class PayloadIndex:
         """Note a payload just archived whole (its record is in the kernel)."""
         with self._lock:
             if len(self._recent) >= RECENT:
-                del self._recent[next(iter(self._recent))]
+                # Not del d[next(iter(d))]: a dict's iteration walks past every slot
+                # deleted from its front, thousands here.
+                self._recent.popitem(last=False)
             self._recent[sha1] = original
             self._pending.append((sha1, original))
             self._filter.add(sha1)
