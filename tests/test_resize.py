@@ -4,12 +4,14 @@ Every move is checked against what the stores held before it: each host in exact
 one store, its owner's (hive verify with the new ring); every URL state kept, every
 queued URL queued exactly once; next-allowed times kept (a leased host waits its
 full delay from the move); robots entries and outbox batches carried along; the
-share of hosts moved what the ring predicts. Crashes — an exception at a commit, and
+share of hosts moved what the ring predicts; payload-index entries follow the host of
+the URI they name. Crashes — an exception at a commit, and
 real kills -9 inside and between the transactions — are followed by the move again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -30,8 +32,11 @@ from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
 from hive.core.frontier.hosts import HostState
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
-from hive.core.urls import fingerprint, host_hash
+from hive.core.urls import fingerprint, host_hash, host_key
 from hive.core.wire import decode_records
+from hive.fetch.revisits import decode as decode_payload
+from hive.fetch.revisits import encode as encode_payload
+from hive.fetch.warc import Original
 from hive.procs.lifecycle import ExitCode
 from hive.procs.outbox import Outbox
 from hive.procs.resize import Move, batches, resize, resize_if_changed
@@ -77,6 +82,24 @@ ROBOTS_OK = Outcome("robots_ok", 200, robots_until=1e9)
 SLOW = Outcome("http_503", 503, retry_after=300.0)
 
 
+def payload_entry(h: int) -> tuple[bytes, bytes]:
+    """An entry archived on host h: its own page, or (one in seven) one of host h + 1's,
+    which a worker holding both hosts could archive as a repeat of a cross-host copy."""
+    target = h + 1 if h % 7 == 1 else h
+    original = Original(f"http://h{target}.test/0", "2026-12-01T00:00:00Z", f"<urn:{h}>")
+    return hashlib.sha1(str(h).encode()).digest(), encode_payload(original)
+
+
+PAYLOADS = [payload_entry(h) for h in range(0, HOSTS, 2)]
+ARCHIVED_ON = {key: f"h{h}.test" for key, h in zip(
+    (key for key, _ in PAYLOADS), range(0, HOSTS, 2), strict=True)}
+UNDECODABLE = b"not a digest"
+
+
+def payload_host(key: bytes) -> str:
+    return ARCHIVED_ON[key]
+
+
 def ring(procs: int) -> Ring:
     return Ring(procs, CFG.hive.vnodes, CFG.hive.ring_seed)
 
@@ -119,6 +142,11 @@ def build(data: Path, procs: int) -> None:
         drain(f, now)
         outbox = Outbox(f.store, resend_after=1.0, max_tries=3)
         outbox.put([rec(f"http://link{i}-{j}.test/") for j in range(3)], 0.0)
+        for key, value in PAYLOADS:
+            if owners.owner(payload_host(key)) == i:
+                f.store.put("payloads", key, value)
+        if i == 0:
+            f.store.put("payloads", UNDECODABLE, b"\xff")
         f.commit(now)
         f.store.abandon()
     DataDir(data).update_state(ring=owners.params, procs=owners.procs)
@@ -149,6 +177,8 @@ class Snapshot:
     leased: set[str] = field(default_factory=set)
     robots: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     links: Counter[str] = field(default_factory=Counter)
+    payloads: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
+    payload_copies: int = 0
 
 
 def read(path: Path) -> dict[str, list[tuple[bytes, bytes]]]:
@@ -185,6 +215,9 @@ def snapshot(data: Path) -> Snapshot:
         snap.robots.update((key.decode(), (i, value)) for key, value in dbs["robots"])
         for _, batch in dbs["outbox"]:
             snap.links.update(r.url for r in decode_records(batch))
+        for key, value in dbs["payloads"]:
+            snap.payload_copies += 1
+            assert snap.payloads.setdefault(key, (i, value))[1] == value
     if (data / "supervisor").exists():
         for _, batch in read(data / "supervisor")["outbox"]:
             snap.links.update(r.url for r in decode_records(batch))
@@ -221,6 +254,15 @@ def check_move(before: Snapshot, data: Path, procs: int, now: float) -> int:
         k: v for k, (_, v) in before.robots.items()}
     assert all(i == owners.owner(k) for k, (i, _) in after.robots.items())
     assert after.links == before.links
+    assert {k: v for k, (_, v) in after.payloads.items()} == {
+        k: v for k, (_, v) in before.payloads.items()}
+    assert after.payload_copies == len(after.payloads)
+    for key, (where, value) in after.payloads.items():
+        original = decode_payload(value)
+        if original is None:  # stays where it was, or in its retired store
+            assert key == UNDECODABLE and where == before.payloads[key][0]
+        else:
+            assert where == owners.owner(host_key(original.uri)), original
     return moved
 
 
@@ -231,11 +273,17 @@ def test_grow_three_to_five_then_shrink_to_two(data: Path) -> None:
     and the ring are fixed, so the outcome is too)."""
     before = snapshot(data)
     assert before.leased and before.copies == HOSTS
+    assert len(before.payloads) == len(PAYLOADS) + 1
     grown = resize(data, CFG, 5, now=NOW)
     moved = check_move(before, data, 5, NOW)
     assert abs(moved / HOSTS - 2 / 5) < 0.08, moved
     assert grown.total().hosts == moved and grown.old_procs == 3
-    assert {dest for _, dest in grown.flows} == {3, 4} and not grown.retired
+    assert 0 < grown.total().payloads < len(PAYLOADS)
+    assert "payload-index entries moved" in grown.summary()
+    # Hosts go only to the new workers; a payload entry naming another worker's host is
+    # placed at that host's owner whatever the resize.
+    assert {dest for (_, dest), f in grown.flows.items() if f.hosts} == {3, 4}
+    assert not grown.retired
     before = snapshot(data)
     shrunk = resize(data, CFG, 2, now=NOW + 1)
     moved = check_move(before, data, 2, NOW + 1)
@@ -310,7 +358,8 @@ def test_a_crash_then_another_size(data: Path) -> None:
     owner's copy of a host found in two stores is kept, the other deleted."""
     before = snapshot(data)
     with pytest.raises(Crash):
-        resize(data, CFG, 5, now=NOW, checkpoint=crash_after(5))
+        # The third commit is worker-00's hosts copied to worker-04 (one batch a destination).
+        resize(data, CFG, 5, now=NOW, checkpoint=crash_after(3))
     assert snapshot(data).copies > HOSTS
     result = resize(data, CFG, 2, now=NOW)
     check_move(before, data, 2, NOW)

@@ -52,6 +52,13 @@ that is not at the owner. The scan reads the new ring only, never the old one,
 so an interrupted resize is finished even when the next ``start`` asks for yet
 another size: the owner's copy is kept, any other deleted.
 
+Its payload-index entries (``payloads``, hive/fetch/revisits.py) follow the host
+of the URI they name, so a moved host's repeats are still revisits at its new
+owner: after the hosts, each store's entries whose URI's host another worker owns
+are copied there (never over an entry the destination has for the same payload:
+the first archived stands) and then deleted, in batches, copy before delete, as
+for the hosts. An entry whose value does not decode stays where it is.
+
 A store beyond the new size is drained: its hosts as above; then the URL states
 left in it — refusals of URLs whose host never had one admitted, so there is no
 host record and no host key to place them by; they are only a memo — go to
@@ -86,9 +93,10 @@ from hive.config import Config
 from hive.core.frontier.hosts import HostState
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
-from hive.core.urls import host_hash
+from hive.core.urls import host_hash, host_key
 from hive.core.wire import decode_records
-from hive.errors import HiveError
+from hive.errors import HiveError, URLError
+from hive.fetch.revisits import decode as decode_payload
 from hive.procs.lifecycle import Lock
 from hive.procs.outbox import Outbox
 from hive.storage.datadir import DataDir
@@ -122,6 +130,7 @@ class Flow:
     hosts: int = 0
     queued: int = 0
     urls: int = 0
+    payloads: int = 0
 
 
 @dataclass
@@ -144,14 +153,16 @@ class Resize:
             out.hosts += flow.hosts
             out.queued += flow.queued
             out.urls += flow.urls
+            out.payloads += flow.payloads
         return out
 
     def summary(self) -> str:
         t = self.total()
         return (
             f"resized from {self.old_procs or '?'} to {self.procs} workers in "
-            f"{self.seconds:.1f}s: {t.hosts:,} hosts, {t.queued:,} queued URLs and {t.urls:,} "
-            f"URL states moved, {self.outbox_batches} outbox batches handed to the supervisor, "
+            f"{self.seconds:.1f}s: {t.hosts:,} hosts, {t.queued:,} queued URLs, {t.urls:,} "
+            f"URL states and {t.payloads:,} payload-index entries moved, "
+            f"{self.outbox_batches} outbox batches handed to the supervisor, "
             f"{len(self.retired)} stores retired"
         )
 
@@ -160,9 +171,10 @@ class Resize:
         t = self.total()
         return {
             "from": self.old_procs, "to": self.procs, "seconds": round(self.seconds, 3),
-            "hosts": t.hosts, "queued": t.queued, "urls": t.urls,
+            "hosts": t.hosts, "queued": t.queued, "urls": t.urls, "payloads": t.payloads,
             "moves": [
-                {"from": source, "to": dest, "hosts": f.hosts, "queued": f.queued, "urls": f.urls}
+                {"from": source, "to": dest, "hosts": f.hosts, "queued": f.queued, "urls": f.urls,
+                 "payloads": f.payloads}
                 for (source, dest), f in sorted(self.flows.items())
             ],
             "outbox_batches": self.outbox_batches, "retired": list(self.retired),
@@ -309,6 +321,7 @@ class _Mover:
             tally = src.write(delete_hosts, batch, front)
             self._count(worker_id, batch[0].dest, len(batch), tally)
             self.checkpoint("deleted")
+        self._payloads(worker_id, src)
         if worker_id >= self.ring.procs:
             self._orphans(worker_id, src)
             self._outbox(src)
@@ -316,13 +329,35 @@ class _Mover:
         for (source, target), flow in sorted(self.result.flows.items()):
             if source == worker_id:
                 log.info("resize: worker-%02d -> worker-%02d: %d hosts, %d queued URLs, "
-                         "%d URL states", source, target, flow.hosts, flow.queued, flow.urls)
+                         "%d URL states, %d payload-index entries", source, target, flow.hosts,
+                         flow.queued, flow.urls, flow.payloads)
 
     def _count(self, source: int, dest: int, hosts: int, tally: Tally) -> None:
         flow = self.result.flow(source, dest)
         flow.hosts += hosts
         flow.queued += tally.queued
         flow.urls += tally.urls
+
+    def _payloads(self, worker_id: int, src: DurableStore) -> None:
+        """Move the payload-index entries whose URI's host another worker owns."""
+        start = b""
+        while True:
+            with src.read() as txn:
+                chunk = list(islice(txn.items("payloads", start), BATCH_ENTRIES))
+            if not chunk:
+                return
+            start = chunk[-1][0] + b"\0"
+            by_dest: dict[int, list[tuple[bytes, bytes]]] = {}
+            for key, value in chunk:
+                dest = payload_owner(value, self.ring)
+                if dest is not None and dest != worker_id:
+                    by_dest.setdefault(dest, []).append((key, value))
+            for dest, items in sorted(by_dest.items()):
+                self.store(dest).write(copy_payloads, items)
+                self.checkpoint("copied")
+                src.write(delete_keys, "payloads", [key for key, _ in items])
+                self.result.flow(worker_id, dest).payloads += len(items)
+                self.checkpoint("deleted")
 
     def _orphans(self, worker_id: int, src: DurableStore) -> None:
         """URL states left once every host has gone (refusals with no host record)."""
@@ -517,6 +552,23 @@ def delete_hosts(txn: Txn, batch: list[Move], front: dict[int, bytearray]) -> Ta
     tally.queued += tally.back
     _meta(txn, tally, -1, None)
     return tally
+
+
+def payload_owner(value: bytes, ring: Ring) -> int | None:
+    """The worker that owns the host of the URI a ``payloads`` value names; None if the
+    value does not decode."""
+    original = decode_payload(value)
+    if original is None:
+        return None
+    try:
+        return ring.owner(host_key(original.uri))
+    except URLError:
+        return None
+
+
+def copy_payloads(txn: Txn, items: list[tuple[bytes, bytes]]) -> None:
+    for key, value in items:
+        txn.put("payloads", key, value, overwrite=False)
 
 
 def copy_urls(txn: Txn, items: list[tuple[bytes, bytes]]) -> Tally:

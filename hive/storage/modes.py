@@ -50,8 +50,8 @@ class Txn:
         value: bytes | None = self.txn.get(key, db=db)
         return value
 
-    def put(self, name: str, key: bytes, value: bytes) -> bool:
-        return bool(self.txn.put(key, value, db=self.dbs[name]))
+    def put(self, name: str, key: bytes, value: bytes, overwrite: bool = True) -> bool:
+        return bool(self.txn.put(key, value, overwrite=overwrite, db=self.dbs[name]))
 
     def replace(self, name: str, key: bytes, value: bytes) -> bytes | None:
         """Write ``value``; the value it replaced, or None."""
@@ -66,12 +66,16 @@ class Txn:
     def delete(self, name: str, key: bytes) -> bool:
         return bool(self.txn.delete(key, db=self.dbs[name]))
 
-    def items(self, name: str) -> Iterator[tuple[bytes, bytes]]:
-        """Every (key, value) of a database in key order (none if the store lacks it)."""
+    def items(self, name: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) of a database in key order from the first key at or after
+        ``start`` (none if the store lacks the database)."""
         db = self.dbs.get(name)
         if db is None:
             return iter(())
-        items: Iterator[tuple[bytes, bytes]] = self.txn.cursor(db).iternext()
+        cursor = self.txn.cursor(db)
+        if start and not cursor.set_range(start):
+            return iter(())
+        items: Iterator[tuple[bytes, bytes]] = cursor.iternext()
         return items
 
     def range(self, name: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
