@@ -46,9 +46,12 @@ entry could then outlive its record, as a ``done`` URL can outlive its record.
 and timestamp of each capture line of a prior crawl's CDXJ index (revisit lines
 aside) become entries, so a second crawl archives whole only what changed; the
 revisits name the original by URI and date (a CDXJ line has no record ID).
-Every worker takes every line: a worker does not know the ring (its process
-is not told the number of workers), so a worker holds the entries of hosts it
-does not own too, useful only for cross-host repeats.
+A worker of a hive takes the lines whose URL's host it owns (its process is
+told the ring), as resize places entries (hive/procs/resize.py): N workers
+hold the prior index once between them, not N times. A repeat, in this crawl,
+of a prior capture from another worker's host is archived whole, as a
+cross-worker repeat within a crawl is. A worker on its own (``owns`` not
+given) takes every line.
 Lines are read up to MAX_LINE bytes each; a malformed line is counted by reason
 and the first NAMED of them logged with their line number.
 """
@@ -67,6 +70,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from hive.errors import URLError
 from hive.fetch.warc import Original
 
 log = logging.getLogger(__name__)
@@ -204,14 +208,17 @@ class PayloadIndex:
         for sha1, original in pending:
             self._write(sha1, encode(original))
 
-    def seed(self, path: Path, flush: Callable[[], None]) -> Counter[str]:
-        """Put an entry for each capture line of the CDXJ index at ``path``; ``flush``
-        commits every SEED_BATCH entries. Returns the counts (``revisits/seed/...``);
-        raises OSError if the file cannot be read."""
+    def seed(
+        self, path: Path, flush: Callable[[], None], owns: Callable[[str], bool] | None = None,
+    ) -> Counter[str]:
+        """Put an entry for each capture line of the CDXJ index at ``path`` whose URL
+        ``owns`` accepts (every one without it); ``flush`` commits every SEED_BATCH
+        entries. Returns the counts (``revisits/seed/...``); raises OSError if the file
+        cannot be read."""
         counts: Counter[str] = Counter()
         with path.open("rb") as f:
             for number, line in enumerate(_lines(f), 1):
-                outcome = self._seed_line(line)
+                outcome = self._seed_line(line, owns)
                 counts[f"revisits/seed/{outcome}"] += 1
                 if outcome.startswith("malformed/"):
                     if counts["revisits/seed/malformed"] < NAMED:
@@ -225,7 +232,7 @@ class PayloadIndex:
             self.counts.update(counts)
         return counts
 
-    def _seed_line(self, line: bytes | None) -> str:
+    def _seed_line(self, line: bytes | None, owns: Callable[[str], bool] | None) -> str:
         """What became of one CDXJ line: ``entries``, ``skipped/...`` or ``malformed/...``."""
         if line is None:
             return "malformed/too_long"
@@ -250,6 +257,12 @@ class PayloadIndex:
         sha1 = digest_bytes(digest)
         if sha1 is None:
             return "malformed/digest"
+        if owns is not None:
+            try:
+                if not owns(url):
+                    return "skipped/other_worker"
+            except URLError:
+                return "malformed/url"
         stamp = parts[1].decode("ascii")
         date = (f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[8:10]}:{stamp[10:12]}:"
                 f"{stamp[12:14]}Z")

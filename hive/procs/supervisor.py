@@ -340,7 +340,7 @@ class Supervisor:
         failed = str(self.dd.failure_file(f"{self.dd.worker_name(i)}.log"))
         return lambda: spawn.Process(
             target=run_worker, name=f"hive-worker-{i:02d}",
-            args=(cfg_data, str(self.data_dir), i, ends, parent, failed))
+            args=(cfg_data, str(self.data_dir), i, ends, self._ring(), parent, failed))
 
     def _launch(self, child: Child) -> None:
         child.process = child.start()

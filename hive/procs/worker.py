@@ -38,6 +38,7 @@ from hive.core.frontier import HANDOFF_FAILED, PAGE, Frontier, Lease
 from hive.core.outcome import Kind, Outcome
 from hive.core.recentlinks import RecentLinks
 from hive.core.record import FEED, SITEMAP, UrlRecord, seed_kind
+from hive.core.ring import Ring
 from hive.core.urls import canonicalize, host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
@@ -100,8 +101,10 @@ class Worker:
         resolver: Resolver | None = None,
         rng: random.Random | None = None,
         on_links: LinkSink | None = None,
+        ring: Ring | None = None,
     ) -> None:
         self.cfg = cfg
+        self.ring = ring
         self.worker_id = worker_id
         self.threads = cfg.fetch.threads
         self.max_leases = max_leases(self.threads)
@@ -165,6 +168,10 @@ class Worker:
     def _store_payload(self, sha1: bytes, value: bytes) -> None:
         self.frontier.store.put("payloads", sha1, value, overwrite=False)
 
+    def _owns(self, url: str) -> bool:
+        """True if this worker owns url's host under its hive's ring (or has no ring)."""
+        return self.ring is None or self.ring.owner(host_key(url)) == self.worker_id
+
     def _seed_payloads(self, payloads: PayloadIndex, path: Path) -> None:
         """Seed the payload index from a prior crawl's CDXJ, once per version of the file
         (a restart does not read it again); an unreadable file is logged, not fatal."""
@@ -178,7 +185,7 @@ class Worker:
         if store.get("meta", META_DEDUP_FROM) == mark:
             return
         try:
-            payloads.seed(path, lambda: self.frontier.commit(time.time()))
+            payloads.seed(path, lambda: self.frontier.commit(time.time()), self._owns)
         except OSError as exc:
             log.error("warc.dedup_from: cannot read %s: %s", path, exc)
             return

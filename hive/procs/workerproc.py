@@ -30,6 +30,7 @@ from hive.config import Config, from_dict
 from hive.core import wire
 from hive.core.outcome import Kind
 from hive.core.record import UrlRecord
+from hive.core.ring import Ring
 from hive.core.urls import host_hash
 from hive.procs.endpoints import Endpoints, incoming, pull, push
 from hive.procs.lifecycle import (
@@ -55,8 +56,10 @@ ANSWER_TTL = 60.0
 
 
 class WorkerProcess:
-    def __init__(self, cfg: Config, data_dir: Path, worker_id: int, endpoints: Endpoints) -> None:
+    def __init__(self, cfg: Config, data_dir: Path, worker_id: int, endpoints: Endpoints,
+                 ring: Ring | None = None) -> None:
         self.cfg = cfg
+        self.ring = ring
         self.data_dir = data_dir
         self.worker_id = worker_id
         self.endpoints = endpoints
@@ -78,7 +81,7 @@ class WorkerProcess:
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,
             warc_dir=dd.warc, log_dir=dd.logs,
-            on_links=self._links,
+            on_links=self._links, ring=self.ring,
         )
         self.outbox = Outbox(
             self.worker.frontier.store, resend_after=self.cfg.hive.resend_after,
@@ -224,7 +227,8 @@ class WorkerProcess:
 
 
 def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
-               endpoints: dict[str, Any], parent: int, failed: str) -> None:
+               endpoints: dict[str, Any], ring: dict[str, int], parent: int,
+               failed: str) -> None:
     """The spawned worker's entry point: everything is rebuilt from plain data.
 
     It takes SIGTERM (the supervisor's word), never a terminal's SIGINT; if it
@@ -236,7 +240,8 @@ def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
     log.info("open-file limit %d", raise_open_files())
     if not limit_malloc_arenas():
         log.info("malloc arenas not capped (not glibc)")
-    role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints))
+    role = WorkerProcess(cfg, Path(data_dir), worker_id, Endpoints.from_dict(endpoints),
+                         Ring.from_params(ring))
     runner = Runner(role, f"worker {worker_id}", signals=(signal.SIGTERM,),
                     failure_file=Path(failed))
     raise SystemExit(runner.run())

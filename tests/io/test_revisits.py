@@ -6,6 +6,7 @@ checked with warcio and cdxj-indexer. One test kills a worker process with SIGKI
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import signal
@@ -21,12 +22,18 @@ from cdxj_indexer.main import write_cdx_index
 from warcio.archiveiterator import ArchiveIterator
 
 from hive.config import Config
+from hive.core.ring import Ring
+from hive.core.urls import host_key
 from hive.fetch import cdxj
+from hive.fetch.revisits import decode
 from hive.fetch.warc import REVISIT_PROFILE, Original, WarcWriter
 from hive.procs.worker import Worker
+from hive.storage.datadir import DataDir
+from hive.storage.modes import read_only
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, crawl_config
 from tests.io.test_warc import exchange
+from tests.test_hive import Hive, finish
 
 WARCIO = [sys.executable, "-c", "from warcio.cli import main; main()"]
 COPIES = 3
@@ -193,3 +200,30 @@ def test_a_file_a_crash_left_ending_in_a_revisit_is_recovered_whole(tmp_path: Pa
     with (tmp_path / left.name.removesuffix(".open")).open("rb") as f:
         kinds = [record.rec_type for record in ArchiveIterator(f)]
     assert kinds == ["warcinfo", "request", "response", "request", "revisit"]
+
+
+def test_each_worker_of_a_hive_seeds_the_entries_of_its_own_hosts(
+    copy_web: WebProcess, tmp_path: Path
+) -> None:
+    """``hive start --procs 2 --dedup-from``: the prior index is held once between the
+    workers, each entry by the owner of its URL's host under the hive's ring (as resize
+    places entries), not by every worker."""
+    prior = tmp_path / "prior.cdxj"
+    urls = [f"http://h{n}.test/p/{n}" for n in range(40)]
+    digests = [base64.b32encode(bytes([n]) * 20).decode() for n in range(len(urls))]
+    prior.write_text("".join(
+        f'x 20260101000000 {{"url": "{url}", "digest": "sha1:{digest}"}}\n'
+        for url, digest in zip(urls, digests, strict=True)))
+    hive = Hive(tmp_path, copy_web)
+    finish(hive.start(2, "--dedup-from", str(prior)))
+    ring = Ring.from_params(hive.state()["ring"])
+    held: dict[str, int] = {}
+    for worker in range(2):
+        with read_only(DataDir(hive.data).worker(worker)) as txn:
+            for _, value in txn.items("payloads"):
+                original = decode(value)
+                assert original is not None
+                if original.uri in urls:
+                    held[original.uri] = held.get(original.uri, 0) + 1
+                    assert ring.owner(host_key(original.uri)) == worker, original.uri
+    assert held == dict.fromkeys(urls, 1)

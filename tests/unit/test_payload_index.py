@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from pathlib import Path
 
 import pytest
 
+from hive.core.urls import host_key
 from hive.fetch import revisits
-from hive.fetch.revisits import DigestFilter, PayloadIndex, encode
+from hive.fetch.revisits import DigestFilter, PayloadIndex, decode, encode
 from hive.fetch.warc import Original
 
 
@@ -87,3 +89,19 @@ def test_a_new_payload_costs_no_store_read_and_an_old_one_is_found(
     reads = store.reads
     assert [index.find(sha1) for sha1, _ in fresh] == [original for _, original in fresh]
     assert store.reads - reads == 10 - revisits.RECENT
+
+
+def test_a_worker_of_a_hive_seeds_only_the_entries_of_its_hosts(tmp_path: Path) -> None:
+    index = tmp_path / "prior.cdxj"
+    urls = [f"http://h{n}.test/p" for n in range(6)] + ["not a url"]
+    index.write_text("".join(
+        f'x {20260101000000 + n} {{"url": "{url}", "digest": "sha1:{"A" * 31}{"ABCDEFG"[n]}"}}\n'
+        for n, url in enumerate(urls)))
+    store = Store()
+    index_of = PayloadIndex(store.read, store.write, 0)
+    mine = {"h1.test", "h4.test"}
+    counts = index_of.seed(index, lambda: None, owns=lambda url: host_key(url) in mine)
+    assert counts == {"revisits/seed/entries": 2, "revisits/seed/skipped/other_worker": 4,
+                      "revisits/seed/malformed/url": 1, "revisits/seed/malformed": 1}
+    assert sorted(decode(v).uri for v in store.values.values()) == [  # type: ignore[union-attr]
+        "http://h1.test/p", "http://h4.test/p"]
