@@ -551,8 +551,11 @@ class Pipeline:
             record.url, result.body, result.content_type, self.cfg.scope.honour_nofollow,
             max_links=cap, max_url_length=self.cfg.scope.max_url_length, embeds=budget,
         )
-        fetched.refused_links.update(links.refused)
-        fetched.refused_links.update(links.embeds_refused)
+        # Counter.update asks isinstance(Mapping) of an ABC first: not for the usual none.
+        if links.refused:
+            fetched.refused_links.update(links.refused)
+        if links.embeds_refused:
+            fetched.refused_links.update(links.embeds_refused)
         if links.truncated:
             fetched.links_truncated = True
             fetched.message = f"links cut at {cap} (parse.max_links_per_page)"
