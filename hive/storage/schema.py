@@ -50,7 +50,8 @@ meta        ``dedup_from``                       the CDXJ ``payloads`` was seede
 ``payloads`` holds one entry per distinct payload this worker archived whole
 (at least ``warc.revisit_min_bytes``) or was seeded with (``--dedup-from``):
 it grows with the crawl, as ``urls`` does, at about 100 bytes and a URL per
-entry, and is never pruned.
+entry, and is never pruned. An entry lives with the owner of the host of the URI
+it names: seeding takes only those, and a resize moves them (hive/procs/resize.py).
 
 Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
 or back; a leased one is the back key named in ``leases``. Keys of one host
