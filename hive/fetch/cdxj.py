@@ -17,7 +17,7 @@ This module owns the index format and how it is read out of a WARC. Policy:
 * **SURT keys are the ``surt`` package's**, the implementation pywb and
   cdxj-indexer call: its canonicalization (``www`` dropped, query sorted, session ids
   stripped) is what a lookup repeats, so a key that differs in one case would make a
-  capture unfindable. It costs about 50 us a URL, so the URLs most crawls are made of
+  capture unfindable. It costs about 35 us a URL, so the URLs most crawls are made of
   (``_PLAIN``: http or https, a host name of ASCII letters, digits and hyphens, a path
   and query of characters that none of its rules touches, no dot segment, no empty
   segment, no session-id name in the query) get their key from :func:`_plain_key`,
@@ -35,12 +35,14 @@ This module owns the index format and how it is read out of a WARC. Policy:
   up to ``HEAD_BYTES`` (the WARC and HTTP heads): memory does not follow record size.
   A record whose heads do not fit is indexed without status and mime.
 * **Two ways to a file's lines, one code path**: :func:`index_file` reads them out of a
-  WARC; the writer (hive.fetch.warc) takes each record's :func:`capture` from the bytes
-  it is about to compress and adds the position (:func:`line`) at close, so a finished
-  file costs no second read. Both parse the same record head with the same code, so
-  their lines are the same (tests/io/test_cdxj.py compares them). The ``surt``
-  package (it imports tldextract and requests, about 0.25 CPU-s) is imported at the
-  first key computed.
+  WARC; the writer (hive.fetch.warc) takes each response's capture as it writes it and
+  adds the position (:func:`line`) at close, so a finished file costs no second read.
+  The writer gives :func:`exchange_capture` the WARC fields it wrote and the HTTP head
+  it stored (the function :func:`capture` ends in when it reads), or, when the heads
+  reach HEAD_BYTES, the record's first bytes to :func:`capture`: the lines are the
+  same (tests/io/test_cdxj.py compares them, odd records and the boundary included).
+  The ``surt`` package (it imports tldextract and requests, about 0.25 CPU-s) is
+  imported at the first key :func:`_plain_key` cannot compute.
 * **A crawl's index** (``hive index``) is built from its WARCs alone, those a crash
   left ``.open`` included (under that name, which recovery later drops), so it
   can be rebuilt at any time; the indexes beside the WARCs are not read.
