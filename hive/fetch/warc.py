@@ -476,6 +476,8 @@ class WarcWriter:
         metadata = b"" if hop_path is None or not self.metadata_records else gzip_member(
             metadata_record(url, when, response_fields[1][1], via, hop_path), self.gzip_level
         )
+        # The index's capture, from the fields as given, before the lock is taken.
+        found = cdxj.exchange_capture(response_fields[0][1], url, when, payload, head)
         # Compression runs under the lock: the header names the file's warcinfo, which
         # only the lock holder knows, and ~60 us a pair is far below a worker's page rate.
         with self._lock:
@@ -487,14 +489,11 @@ class WarcWriter:
             response = gzip_member(record, level)
             offset = current.size + len(request)
             current.write(b"".join([request, response, metadata]))
-            # Both heads within HEAD_BYTES: the capture from the fields as given; else
-            # read from the record as a reader of the file would.
-            found: cdxj.Capture | None
-            if len(record) - (len(response_block) - len(head)) < cdxj.HEAD_BYTES:
-                found = cdxj.exchange_capture(response_fields[0][1], url, when, payload, head)
+            # Heads that reach HEAD_BYTES: the capture a reader of the file would take.
+            if len(record) - (len(response_block) - len(head)) >= cdxj.HEAD_BYTES:
+                current.note(cdxj.capture(record[: cdxj.HEAD_BYTES]), offset, len(response))
             else:
-                found = cdxj.capture(record[: cdxj.HEAD_BYTES])
-            current.note(found, offset, len(response))
+                current.note(found, offset, len(response))
             self._records += 3 if metadata else 2
             where = WarcLocation(current.final_name, offset, len(response),
                                  response_fields[1][1], when)
