@@ -58,11 +58,13 @@ def free_base_port(host: str, count: int) -> int:
     raise AssertionError(f"no {count} consecutive free ports on {host}")
 
 
-def handshake(monitor: zmq.Socket[Any], timeout: float = 20.0) -> str:
+def handshake(monitor: zmq.Socket[Any], timeout: float = 20.0,
+              unanswered: str | None = None) -> str:
     """Wait for the first handshake outcome a socket monitor reports: succeeded or failed.
 
     A socket whose server is not listening yet keeps retrying its connection
-    and reports no outcome; the error names the events it saw instead.
+    and reports no outcome; the error names the events it saw instead, unless
+    ``unanswered`` is given: it is returned then.
     """
     deadline = time.monotonic() + timeout
     seen: list[str] = []
@@ -72,4 +74,6 @@ def handshake(monitor: zmq.Socket[Any], timeout: float = 20.0) -> str:
             if event in HANDSHAKE_OUTCOMES:
                 return HANDSHAKE_OUTCOMES[event]
             seen.append(zmq.Event(event).name)
+    if unanswered is not None:
+        return unanswered
     raise AssertionError(f"no handshake outcome within {timeout}s; saw {seen[-10:]}")

@@ -260,14 +260,18 @@ def test_push_with_curve_reaches_a_curve_pull(
 def test_without_its_authenticator_a_curve_server_refuses_everyone(
     ctx: zmq.Context[zmq.Socket[bytes]], tmp_path: Path
 ) -> None:
-    """CURVE without ZAP would admit anyone who knows the server's key; hive's fails closed."""
+    """CURVE without ZAP would admit anyone who knows the server's key; hive's fails closed.
+
+    Once the authenticator has stopped, libzmq fails the handshake if its ZAP endpoint is
+    gone, and leaves it unanswered while the endpoint's socket is still being closed (CI
+    met that once): either way the client is not admitted and nothing is delivered."""
     keys = make_keys(tmp_path / "keys")
     with curve_pull(ctx, keys.directory, "127.0.0.1") as (inbox, endpoint, curve):
         curve.close()
         with sender(ctx, ClientKeys.load(keys.directory)) as (sock, monitor):
             sock.connect(endpoint)
             sock.send_multipart([b"ADMIT", b"x"], flags=zmq.NOBLOCK)
-            assert handshake(monitor) == "failed"
+            assert handshake(monitor, 10.0, unanswered="unanswered") in ("failed", "unanswered")
             assert not inbox.poll(100)
 
 
