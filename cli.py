@@ -295,7 +295,7 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
 def _detach(data_dir: Path) -> None:
     """Start this command again in the background; return once it is up, or say why not."""
     args = [a for a in sys.argv[1:] if a != "--detach"]
-    out_path = DataDir(data_dir).logs / "hive.out"
+    out_path = DataDir(data_dir).supervisor_out
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with out_path.open("ab") as out:
         offset = out.tell()
@@ -606,10 +606,11 @@ def index(data_dir: Path, out_path: Path | None) -> None:
     """
     from hive.fetch import cdxj
 
-    warc_dir = data_dir / "warc"
+    dd = DataDir(data_dir)
+    warc_dir = dd.warc
     if not warc_dir.is_dir():
         raise click.ClickException(f"{warc_dir}: no such directory (is --data a crawl?)")
-    out_path = out_path if out_path is not None else data_dir / "index.cdxj"
+    out_path = out_path if out_path is not None else dd.merged_index
     warcs = cdxj.crawl_warcs(warc_dir)
     try:
         results, lines = cdxj.build_index(warcs, out_path)
@@ -634,7 +635,7 @@ def report(data_dir: Path, out_file: Path | None) -> None:
     from hive.report.crawl import collect
     from hive.report.render import render
 
-    out_file = out_file or data_dir / "report.html"
+    out_file = out_file or DataDir(data_dir).report_page
     try:
         made = collect(data_dir)
     except HiveError as exc:
@@ -685,7 +686,7 @@ def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
     from hive.testweb import Web, WebProcess, as_received, politeness_violations, received
 
     web = Web(seed=1, hosts=hosts, pages=pages, hostile=False)
-    with WebProcess(web, data_dir / "web-requests.jsonl", host="127.0.0.2") as server:
+    with WebProcess(web, DataDir(data_dir).web_requests, host="127.0.0.2") as server:
         run_cfg = cfg.replace(
             dns={"resolve": [server.resolve], "allow_nets": ["127.0.0.2/32"]},
             politeness={"min_delay": delay, "max_delay": max(delay, 1.0),

@@ -96,6 +96,7 @@ from typing import Any
 import psutil
 
 from hive import config
+from hive.storage.datadir import DataDir
 from hive.testweb import (
     Request,
     Web,
@@ -353,7 +354,7 @@ def measure(kind: str, label: str, procs: int, child: Child, server: WebProcess,
     # A busy server stamps a response's end late; hive's crawl log says when it had it.
     timed = requests
     if kind == "hive":
-        timed = as_received(requests, received(server.log.parent / "data" / "logs"))
+        timed = as_received(requests, received(DataDir(server.log.parent / "data").logs))
     notes = [f"timed out after {child.seconds:.0f}s"] if child.timed_out else []
     reason = child.report.get("finish_reason")
     if reason not in (None, "finished"):
@@ -363,7 +364,7 @@ def measure(kind: str, label: str, procs: int, child: Child, server: WebProcess,
     if not child.report and kind != "hive":
         notes.append(f"no report: see {server.log.parent / 'stderr.txt'}")
     if kind == "hive":
-        notes.append(warc_note(server.log.parent / "data" / "warc"))
+        notes.append(warc_note(DataDir(server.log.parent / "data").warc))
     return Row(
         kind=kind, label=label, procs=procs, pages=len(pages), seconds=child.seconds,
         pages_per_s=rate, limit_share=rate / politeness_limit(web, workload.delay),

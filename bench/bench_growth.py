@@ -173,9 +173,10 @@ def fill(size: int, site: Site, data: Path, batch: int, out: Connection) -> None
 def crawl(site: Site, data: Path, pages: int, seconds: float, out: Connection) -> None:
     """Open ``data`` as a worker, crawl ``pages`` pages (at most ``seconds``) and drain;
     send what was measured."""
-    directory = DataDir(data).worker(0)
+    dd = DataDir(data)
+    directory = dd.worker(0)
     worker = Worker(
-        worker_config(site), directory, warc_dir=data / "warc", log_dir=data / "logs",
+        worker_config(site), directory, warc_dir=dd.warc, log_dir=dd.logs,
         resolver=no_dns,
     )
     peaks = Peaks()
@@ -200,7 +201,7 @@ def crawl(site: Site, data: Path, pages: int, seconds: float, out: Connection) -
         "anon_open": at_open["RssAnon"], "anon_peak": peaks.mb["RssAnon"],
         "anon_end": at_end["RssAnon"], "vmrss_peak": peaks.mb["VmRSS"],
         "file_peak": peaks.mb["RssFile"],
-        "store_mb": (directory / "data.mdb").stat().st_blocks * 512 / 2**20,
+        "store_mb": DataDir.store_data(directory).stat().st_blocks * 512 / 2**20,
         "admitted": stats["frontier/admitted"] - admitted,
         "pending_end": stats["frontier/pending"], "bound": stats["frontier/hosts/bound"],
     })

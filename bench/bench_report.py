@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from hive.fetch.crawllog import CrawlLog
+from hive.storage.datadir import DataDir
 
 OUTCOMES = (
     ("ok", 200, "text/html; charset=utf-8", 70), ("ok", 200, "application/pdf", 3),
@@ -37,7 +38,7 @@ def write_log(directory: Path, lines: int, hosts: int, workers: int, seed: int =
     kinds = [o[:3] for o in OUTCOMES]
     weights = [o[3] for o in OUTCOMES]
     names = [f"h{i:06d}.bench.test" for i in range(hosts)]
-    logs = [CrawlLog(directory, f"crawl-{w:02d}", 1 << 40) for w in range(workers)]
+    logs = [CrawlLog(directory, DataDir.crawl_log_stem(w), 1 << 40) for w in range(workers)]
     start = time.time() - SPAN
     for n in range(lines):
         t = start + SPAN * n / lines
@@ -66,8 +67,9 @@ def main() -> None:
     data = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
     try:
         began = time.perf_counter()
-        write_log(data / "logs", args.lines, args.hosts, args.workers)
-        size = sum(p.stat().st_size for p in (data / "logs").iterdir())
+        dd = DataDir(data)
+        write_log(dd.logs, args.lines, args.hosts, args.workers)
+        size = sum(p.stat().st_size for p in dd.crawl_logs())
         print(f"wrote {args.lines:,} lines ({size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - began:.1f}s")
         from hive.report.crawl import collect
@@ -79,7 +81,7 @@ def main() -> None:
         began, cpu = time.perf_counter(), time.process_time()
         page = render(report)
         drawn, drawn_cpu = time.perf_counter() - began, time.process_time() - cpu
-        (data / "report.html").write_text(page, encoding="utf-8")
+        dd.report_page.write_text(page, encoding="utf-8")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"read and tallied {report.tally.lines:,} lines in {read:.1f}s "
               f"({read_cpu:.1f} CPU-s, {report.tally.lines / read_cpu:,.0f} lines per CPU-s); "

@@ -57,10 +57,11 @@ from typing import Any, TypeVar
 
 import psutil
 
-from hive.errors import ControlError
+from hive.errors import ControlError, HiveError
 from hive.procs.control import ControlClient
 from hive.procs.endpoints import Endpoints
 from hive.procs.worker import max_leases
+from hive.storage.datadir import DataDir
 from hive.testweb import (
     Web,
     WebProcess,
@@ -213,12 +214,10 @@ class Crawl:
         return self.process
 
     def state(self) -> dict[str, Any]:
-        path = self.data / "hive.json"
         try:
-            state: dict[str, Any] = json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            return DataDir(self.data).read_state() or {}
+        except HiveError:
             return {}
-        return state
 
     def pid(self, role: str) -> int | None:
         pid = self.state().get("pids", {}).get(role)
@@ -331,8 +330,8 @@ def run(work: Path, params: Params,
         params=params, work=work, kills=kills, restarts=crawl.runs - 1,
         in_scope=len(in_scope), pages=len(in_scope & fetched), lost=sorted(in_scope - fetched),
         twice=duplicates(requests),
-        violations=politeness_violations(as_received(requests, received(crawl.data / "logs")), gaps,
-                                         tolerance=TOLERANCE),
+        violations=politeness_violations(
+            as_received(requests, received(DataDir(crawl.data).logs)), gaps, tolerance=TOLERANCE),
         server_violations=politeness_violations(requests, gaps, tolerance=TOLERANCE),
         forbidden=sorted(fetched & disallowed),
         verify_ok=verified.returncode == 0, verify_output=verified.stdout + verified.stderr,

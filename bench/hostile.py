@@ -51,8 +51,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hive import config  # noqa: E402
+from hive.errors import HiveError  # noqa: E402
 from hive.fetch.parse import PAGE_PARSE_BYTES  # noqa: E402
 from hive.procs.worker import backlog  # noqa: E402
+from hive.storage.datadir import DataDir  # noqa: E402
 from hive.testweb import (  # noqa: E402
     Request,
     Web,
@@ -280,8 +282,8 @@ def sample_rss(data: Path, stop: threading.Event, peaks: dict[str, float],
     procs: dict[int, psutil.Process] = {}
     while not stop.wait(0.1):
         try:
-            pids = json.loads((data / "hive.json").read_text()).get("pids", {})
-        except (OSError, ValueError):
+            pids = (DataDir(data).read_state() or {}).get("pids", {})
+        except HiveError:
             continue
         for role, pid in pids.items():
             if not role.startswith("worker") or not isinstance(pid, int):
@@ -352,11 +354,12 @@ def run(plan: Plan, work: Path) -> Result:
     in_scope = normal.in_scope_urls()
     gaps = dict.fromkeys(web.names, DELAY)
     gaps.update(web.crawl_delay)
-    timed = as_received(requests, received(data / "logs"))
+    logs = DataDir(data).logs
+    timed = as_received(requests, received(logs))
     hostile = list(site.requests)
     hostile_timed = as_received(
         [Request(r.host + f":{site.port}", r.path, r.method, r.status, r.start, r.end, r.client)
-         for r in hostile], received(data / "logs"))
+         for r in hostile], received(logs))
     by_host: dict[str, list[Request]] = defaultdict(list)
     for request in hostile:
         by_host[request.host].append(request)

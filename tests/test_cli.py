@@ -385,3 +385,14 @@ def test_a_wide_figure_widens_its_line_and_is_never_cut_or_run_together() -> Non
     line = cli.format_status(status, width=80).splitlines()[2]
     assert line.split()[:2] == ["worker", "100"]
     assert "1234567 123456789012" in line
+
+
+def test_index_writes_where_the_data_directory_says(tmp_path: Path) -> None:
+    dd = DataDir(tmp_path)
+    result = CliRunner().invoke(cli.main, ["index", "--data", str(tmp_path)])
+    assert result.exit_code == 1 and f"{dd.warc}: no such directory" in result.output
+    dd.warc.mkdir()
+    result = CliRunner().invoke(cli.main, ["index", "--data", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert f"indexed 0 records from 0 WARC files into {dd.merged_index}" in result.output
+    assert dd.merged_index.read_text() == ""

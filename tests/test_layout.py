@@ -208,3 +208,27 @@ def test_the_map_names_every_module_and_every_database() -> None:
         assert f"`{name}`" in text or f"`{name}.py`" in text or f"{name}/" in text, module
     for db in DB_NAMES:
         assert f"| `{db}` |" in text, db
+
+
+def test_the_map_names_every_meta_key_and_every_file_of_a_data_directory(tmp_path: Path) -> None:
+    """Every key of the ``meta`` database the schema defines is in the map's ``meta`` row,
+    and every path ``DataDir`` names is in its on-disk table."""
+    from hive.storage import schema
+    from hive.storage.datadir import DataDir
+
+    text = (ROOT / "hive" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    meta_row = next(line for line in text.splitlines() if line.startswith("| `meta` |"))
+    keys = [value.decode() for name, value in vars(schema).items() if name.startswith("META_")]
+    assert "state" in keys and "dedup_from" in keys
+    for key in [*keys, schema.resize_marker("<store>").decode()]:
+        assert f"`{key}" in meta_row, key
+    on_disk = text.split("## On disk", 1)[1].split("\n## ", 1)[0]
+    dd = DataDir(tmp_path.resolve())
+    paths = [getattr(dd, name) for name, value in vars(DataDir).items()
+             if isinstance(value, property)]
+    assert dd.merged_index in paths and dd.supervisor_out in paths
+    paths += [dd.worker(7), DataDir.store_data(dd.worker(7)), DataDir.store_lock(dd.worker(7)),
+              dd.crawl_log(7), dd.log_file("splitter"), dd.failure_file("splitter.log")]
+    for path in paths:
+        shown = path.name.replace("07", "NN").replace("splitter", "<role>")
+        assert f"`{shown}`" in on_disk or f"`{shown}/`" in on_disk, path

@@ -15,6 +15,8 @@ from click.testing import CliRunner
 
 from cli import main
 from hive.procs.lifecycle import ExitCode
+from hive.storage.datadir import DataDir
+from hive.storage.store import Store
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import Hive, finish
@@ -36,7 +38,7 @@ def sections(page: str) -> dict[str, str]:
 def report(data: Path) -> tuple[str, str]:
     result = CliRunner().invoke(main, ["report", "--data", str(data)])
     assert result.exit_code == 0, result.output
-    return result.output, (data / "report.html").read_text()
+    return result.output, DataDir(data).report_page.read_text()
 
 
 def assert_self_contained(page: str) -> None:
@@ -179,6 +181,22 @@ def test_an_unreadable_store_is_named_and_the_report_still_made(tmp_path: Path) 
     (tmp_path / "worker-00" / "data.mdb").write_bytes(b"\0" * 8192)
     hosts = sections(report(tmp_path)[1])["hosts"]
     assert 'class="note">worker-00:' in hosts
+
+
+def test_the_stores_a_resize_retired_are_not_read(tmp_path: Path) -> None:
+    """Only worker stores are: a retired one (what it held moved to its owners) is neither
+    counted nor, when it does not read, named as a problem."""
+    dd = DataDir(tmp_path)
+    dd.logs.mkdir()
+    dd.crawl_log(0).write_text(LINE)
+    for store in (dd.worker(0), tmp_path / "worker-01.retired-20240101T000000Z"):
+        Store(store, sync_interval=0.0).close(0.0)
+    damaged = tmp_path / "worker-00.retired-20240101T000000Z"
+    damaged.mkdir()
+    DataDir.store_data(damaged).write_bytes(b"\0" * 8192)
+    hosts = sections(report(tmp_path)[1])["hosts"]
+    assert "in 1 store(s)." in hosts
+    assert 'class="note"' not in hosts
 
 
 def test_a_directory_without_crawl_logs_is_an_error_not_a_traceback(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsRules
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
+from hive.storage.datadir import DataDir
 from hive.storage.schema import META_DEDUP_FROM
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,8 @@ class Worker:
             recent=self.recent, closing=self._closing, payloads=payloads,
         )
         self.crawl_log = CrawlLog(
-            log_dir or directory / "logs", f"crawl-{name}", cfg.log.crawl_log_max_bytes
+            log_dir or directory / "logs", DataDir.crawl_log_stem(worker_id),
+            cfg.log.crawl_log_max_bytes,
         )
         self.on_links: LinkSink = on_links or self._admit_links
         self.counts: Counter[str] = Counter()

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive.errors import HiveError
-from hive.report.lines import Skips, log_files, read_lines
+from hive.report.lines import Skips, read_lines
 from hive.report.pending import Pending, pending_by_host
 from hive.report.tally import Tally
+from hive.storage.datadir import DataDir
 
 # Rows in each top list of the report.
 TOP = 20
@@ -31,12 +32,13 @@ class Report:
 def collect(data_dir: Path, top: int = TOP) -> Report:
     """Read the crawl in ``data_dir``: a HiveError if it has no crawl log directory."""
     started = time.perf_counter()
-    log_dir = data_dir / "logs"
+    dd = DataDir(data_dir)
+    log_dir = dd.logs
     if not log_dir.is_dir():
         raise HiveError(f"{data_dir} has no crawl logs ({log_dir} is not a directory): "
                         "is it a hive data directory?")
     try:
-        files = log_files(log_dir)
+        files = dd.crawl_logs()
     except OSError as exc:
         raise HiveError(f"cannot list {log_dir}: {exc.strerror}") from exc
     skips, tally = Skips(), Tally()

@@ -1,10 +1,11 @@
-"""The crawl log read back for the report: its files in order, its lines one at a time.
+"""The crawl log read back for the report: its lines one at a time, the odd ones skipped.
 
 A crawl's logs are ``DATA/logs/crawl-NN.jsonl`` (one per worker, the live one)
-and ``crawl-NN.<time>[-n].jsonl`` (rotated; see hive.fetch.crawllog). Each
-worker's files are read oldest first, so the lines of one host come in the
-order they were written. Lines are read one at a time, at most ``MAX_LINE``
-bytes each: memory does not grow with the log.
+and ``crawl-NN.<time>[-n].jsonl`` (rotated; see hive.fetch.crawllog);
+:meth:`hive.storage.datadir.DataDir.crawl_logs` lists them, each worker's
+oldest first, so the lines of one host come in the order they were written.
+Lines are read one at a time, at most ``MAX_LINE`` bytes each: memory does not
+grow with the log.
 
 Policy for what does not read: a line that is not a JSON object with the fields
 the report uses (``t``, ``outcome``, ``url`` and, when present, numbers where
@@ -17,7 +18,6 @@ skipped as ``unfinished``. The report shows every skip.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +28,6 @@ from typing import Any
 MAX_LINE = 64 << 10
 # Skipped lines named one by one in the report; the rest are counted.
 NAMED_SKIPS = 5
-_NAME = re.compile(r"crawl-(\d+)(?:\.(.+))?\.jsonl")
 _NUMBER = (int, float)
 
 
@@ -47,19 +46,6 @@ class Skips:
     @property
     def total(self) -> int:
         return sum(self.by_cause.values())
-
-
-def log_files(log_dir: Path) -> list[Path]:
-    """The crawl log files under ``log_dir``, by worker, each worker's oldest first."""
-    found: list[tuple[int, int, str, Path]] = []
-    for path in log_dir.iterdir():
-        match = _NAME.fullmatch(path.name)
-        if match is None or not path.is_file():
-            continue
-        rotated = match.group(2)
-        # The live file is the newest; rotated ones sort by their UTC time stamp.
-        found.append((int(match.group(1)), rotated is None, rotated or "", path))
-    return [path for *_, path in sorted(found)]
 
 
 def problem(entry: Any) -> str:

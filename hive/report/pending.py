@@ -1,11 +1,14 @@
 """Pending URLs per host, read from the workers' stores: the one thing the crawl log lacks.
 
-The stores are opened read-only through the storage layer, with LMDB's reader
-lock so a running crawl's writer does not reuse the pages being read. Each host's state in ``hosts``
-counts the URLs in its back queue (``HostState.queued``); URLs still in the
-front queues have no host yet and are counted in total only. A store that
-cannot be read is named in ``problems`` and the others are still read. The
-only code of the report that knows the store's layout.
+The stores are the worker stores :meth:`hive.storage.datadir.DataDir.workers`
+lists, never one a resize retired (``worker-NN.retired-…``: what it held went to
+the stores that own it now). They are opened read-only through the storage
+layer, with LMDB's reader lock so a running crawl's writer does not reuse the
+pages being read. Each host's state in ``hosts`` counts the URLs in its back
+queue (``HostState.queued``); URLs still in the front queues have no host yet
+and are counted in total only. A store that cannot be read is named in
+``problems`` and the others are still read. The only code of the report that
+knows the store's layout.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from hive.core.frontier.hosts import HostState
 from hive.errors import StoreError
+from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
 
 
@@ -35,8 +39,8 @@ def pending_by_host(data_dir: Path, n: int) -> Pending:
     """The ``n`` hosts with the most URLs queued across the stores of ``data_dir``."""
     pending = Pending()
     counts: list[tuple[str, int]] = []
-    for store in sorted(data_dir.glob("worker-[0-9]*")):
-        if not (store / "data.mdb").is_file():
+    for _, store in DataDir(data_dir).workers():
+        if not DataDir.store_data(store).is_file():
             continue
         try:
             counts = heapq.nlargest(n, chain(counts, _queued(store, pending)), key=lambda r: r[1])

@@ -5,18 +5,33 @@
     DATA/hive.json           the running (or last) hive: pid, ring, endpoints, pids, config
     DATA/lock                flock: one hive per data directory
     DATA/supervisor/         the supervisor's store (its outbox of seeds and ``hive add`` URLs)
-    DATA/worker-NN/          worker NN's store (``data.mdb``) and its ``lock``
+    DATA/worker-NN/          worker NN's store (``data.mdb``, LMDB's ``lock.mdb``), its ``lock``
     DATA/worker-NN.retired-<UTC time>[-n]   a store a resize drained
-    DATA/logs/               <role>.log per process, <role>.failed, crawl logs, hive.out
-    DATA/warc/               WARC files
+    DATA/logs/<role>.log     each process's log; <role>.failed: why a child could not start
+    DATA/logs/crawl-NN.jsonl worker NN's crawl log; crawl-NN.<UTC time>[-n].jsonl rotated ones
+    DATA/logs/hive.out       a detached hive's (``hive start --detach``) stdout and stderr
+    DATA/warc/               WARC files (``.open`` while written), each closed one with its
+                             ``.cdxj`` index beside it (hive/fetch/warc.py names them)
     DATA/keys/               the hive's CURVE keys (hive/procs/curve.py)
+    DATA/index.cdxj          ``hive index``'s merged CDXJ index, unless ``--out`` names another
+    DATA/report.html         ``hive report``'s page, unless ``--out`` names another
+    DATA/web-requests.jsonl  ``hive demo --data``: its synthetic web's request log
+
+Only while they are written: ``hive.json.tmp``, and beside ``hive index``'s output its
+``.part`` and a ``.hive-index-*`` scratch directory (hive/fetch/cdxj.py).
 
 The sockets are not in it: a Unix socket path must be short, so they live in
 ``/tmp/hive-<uid>-<16 hex>``, the hex being mmh3 of the resolved data directory
 (:meth:`DataDir.socket_dir`; hive/procs/endpoints.py has the policy).
 
 Worker directories are ``worker-NN``, two digits at least; :meth:`worker`
-formats and :meth:`worker_id` parses that name, and nothing else does.
+formats and :meth:`worker_id` parses that name, and nothing else does. A
+worker's crawl log is named likewise: :meth:`crawl_log_stem` is the name its
+:class:`~hive.fetch.crawllog.CrawlLog` is given, which writes ``<stem>.jsonl``
+and rotates it to ``<stem>.<UTC time>[-n].jsonl``; :meth:`crawl_log_name` parses
+all of those, and :meth:`crawl_logs` lists them in the order they were written.
+What is inside ``warc/`` and ``keys/`` is named by their writers (the WARC
+writer, hive/procs/curve.py), which are given the directory.
 
 ``hive.json`` is written whole or not at all (:meth:`write_state`): a
 temporary file beside it, fsynced, renamed over it, and the directory fsynced,
@@ -30,15 +45,38 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import mmh3
 
 from hive.errors import HiveError
 
 WORKER_DIR = re.compile(r"worker-(\d+)")
+# A crawl log: worker id, then for a rotated one its UTC time (%Y%m%d%H%M%S) and its number
+# among the files rotated in that second (hive/fetch/crawllog.py rotates it so).
+CRAWL_LOG = re.compile(r"crawl-(\d+)(?:\.(\d{14})(?:-(\d+))?)?\.jsonl")
 RUN_BASE = Path("/tmp")
 STATE = "hive.json"
+STORE_DATA = "data.mdb"
+
+
+class CrawlLogName(NamedTuple):
+    """A crawl log's file name, read back: its worker and, for a rotated file, the UTC
+    time it was rotated at and its number among the files rotated in that second."""
+
+    worker_id: int
+    rotated: str = ""  # "" for the live file
+    n: int = 0
+
+    @property
+    def live(self) -> bool:
+        return not self.rotated
+
+    @property
+    def order(self) -> tuple[int, bool, str, int]:
+        """Sorts a worker's files in the order they were written: the rotated ones by time
+        and number, the live one last."""
+        return (self.worker_id, self.live, self.rotated, self.n)
 
 
 class DataDir:
@@ -75,6 +113,21 @@ class DataDir:
         """The absolute key directory (children and the CLI are given it)."""
         return self.root.resolve() / "keys"
 
+    @property
+    def merged_index(self) -> Path:
+        """Where ``hive index`` writes the crawl's merged CDXJ index by default."""
+        return self.root / "index.cdxj"
+
+    @property
+    def report_page(self) -> Path:
+        """Where ``hive report`` writes its page by default."""
+        return self.root / "report.html"
+
+    @property
+    def web_requests(self) -> Path:
+        """``hive demo --data``: the request log of the synthetic web it crawls."""
+        return self.root / "web-requests.jsonl"
+
     def socket_dir(self, base: Path = RUN_BASE) -> Path:
         """The run directory of the hive's ipc sockets: short, per user, the same for
         every spelling of the data directory."""
@@ -102,6 +155,11 @@ class DataDir:
         """The lock file of a store's directory (one process at a time)."""
         return store / "lock"
 
+    @staticmethod
+    def store_data(store: Path) -> Path:
+        """A store directory's LMDB data file: a directory without it holds no store yet."""
+        return store / STORE_DATA
+
     def workers(self) -> list[tuple[int, Path]]:
         """The worker directories there are, as (worker id, path), by id."""
         if not self.root.is_dir():
@@ -127,6 +185,41 @@ class DataDir:
     def failure_file(self, log_name: str) -> Path:
         """Where a child that cannot start leaves its message (next to its log)."""
         return self.logs / f"{log_name.removesuffix('.log')}.failed"
+
+    @property
+    def supervisor_out(self) -> Path:
+        """A detached hive's stdout and stderr (``hive start --detach``)."""
+        return self.logs / "hive.out"
+
+    @staticmethod
+    def crawl_log_stem(worker_id: int) -> str:
+        """The name worker ``worker_id``'s CrawlLog is given (it adds ``.jsonl``)."""
+        return f"crawl-{worker_id:02d}"
+
+    def crawl_log(self, worker_id: int) -> Path:
+        """Worker ``worker_id``'s live crawl log."""
+        return self.logs / f"{self.crawl_log_stem(worker_id)}.jsonl"
+
+    @staticmethod
+    def crawl_log_name(name: str) -> CrawlLogName | None:
+        """What a file name in ``logs/`` says of the crawl log it is; None if it is none."""
+        m = CRAWL_LOG.fullmatch(name)
+        if m is None:
+            return None
+        return CrawlLogName(int(m.group(1)), m.group(2) or "", int(m.group(3) or 0))
+
+    def crawl_logs(self) -> list[Path]:
+        """The crawl log files there are, by worker, each worker's in the order they were
+        written (its live file last); none if there is no ``logs/``. OSError if it
+        cannot be listed."""
+        if not self.logs.is_dir():
+            return []
+        found: list[tuple[tuple[int, bool, str, int], Path]] = []
+        for path in self.logs.iterdir():
+            name = self.crawl_log_name(path.name)
+            if name is not None and path.is_file():
+                found.append((name.order, path))
+        return [path for _, path in sorted(found)]
 
     # -- hive.json -------------------------------------------------------------------
 

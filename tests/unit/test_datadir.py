@@ -1,4 +1,5 @@
-"""DataDir: worker directory names, the stores there are, and hive.json written atomically."""
+"""DataDir: the names of what is in a data directory (worker stores, crawl logs, the files
+of the commands), the stores there are, and hive.json written atomically."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hive.errors import HiveError
-from hive.storage.datadir import DataDir
+from hive.fetch.crawllog import CrawlLog
+from hive.storage.datadir import CrawlLogName, DataDir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +81,62 @@ def test_a_crash_between_the_write_and_the_rename_leaves_the_old_file_whole(
     assert dd.read_state() == old
     dd.write_state({"pid": 2})
     assert dd.read_state() == {"pid": 2} and not (tmp_path / "hive.json.tmp").exists()
+
+
+def test_every_file_of_the_data_directory_is_named_here(tmp_path: Path) -> None:
+    dd = DataDir(tmp_path)
+    assert dd.logs == tmp_path / "logs" and dd.warc == tmp_path / "warc"
+    assert dd.supervisor_out == tmp_path / "logs" / "hive.out"
+    assert dd.merged_index == tmp_path / "index.cdxj"
+    assert dd.report_page == tmp_path / "report.html"
+    assert dd.web_requests == tmp_path / "web-requests.jsonl"
+    assert DataDir.store_data(dd.worker(2)) == tmp_path / "worker-02" / "data.mdb"
+    assert dd.log_file("worker-02") == tmp_path / "logs" / "worker-02.log"
+    assert dd.failure_file("worker-02.log") == tmp_path / "logs" / "worker-02.failed"
+
+
+def test_crawl_log_names_are_built_and_parsed_in_one_place(tmp_path: Path) -> None:
+    dd = DataDir(tmp_path)
+    assert DataDir.crawl_log_stem(3) == "crawl-03" and DataDir.crawl_log_stem(123) == "crawl-123"
+    assert dd.crawl_log(3) == tmp_path / "logs" / "crawl-03.jsonl"
+    live = DataDir.crawl_log_name("crawl-03.jsonl")
+    assert live == CrawlLogName(3) and live.live
+    assert DataDir.crawl_log_name("crawl-03.20250101000000.jsonl") == (3, "20250101000000", 0)
+    assert DataDir.crawl_log_name("crawl-03.20250101000000-12.jsonl") == (3, "20250101000000", 12)
+    for other in ("crawl-03.log", "crawl-.jsonl", "crawl-03.jsonl.gz", "crawl-03.bak.jsonl",
+                  "worker-03.log", "hive.out", "crawl-03.2025.jsonl"):
+        assert DataDir.crawl_log_name(other) is None, other
+
+
+def test_crawl_logs_are_listed_by_worker_in_the_order_they_were_written(tmp_path: Path) -> None:
+    """Rotated files by time, then by their number in that second (-10 after -2), the live
+    one last; files that are not crawl logs, and directories, are not listed."""
+    dd = DataDir(tmp_path)
+    assert dd.crawl_logs() == []
+    dd.logs.mkdir()
+    names = ["crawl-01.jsonl", "crawl-00.jsonl", "crawl-00.20250102000000.jsonl",
+             "crawl-00.20250101000000-10.jsonl", "crawl-00.20250101000000-2.jsonl",
+             "crawl-00.20250101000000.jsonl", "worker-00.log", "hive.out"]
+    for name in names:
+        (dd.logs / name).write_text("")
+    (dd.logs / "crawl-02.jsonl").mkdir()
+    assert [p.name for p in dd.crawl_logs()] == [
+        "crawl-00.20250101000000.jsonl", "crawl-00.20250101000000-2.jsonl",
+        "crawl-00.20250101000000-10.jsonl", "crawl-00.20250102000000.jsonl", "crawl-00.jsonl",
+        "crawl-01.jsonl",
+    ]
+
+
+def test_the_files_a_crawl_log_rotates_to_are_its_own_in_order(tmp_path: Path) -> None:
+    """What CrawlLog (given crawl_log_stem) writes and rotates to is what crawl_log_name
+    recognises, and crawl_logs gives its lines back in the order they were written."""
+    dd = DataDir(tmp_path)
+    log = CrawlLog(dd.logs, DataDir.crawl_log_stem(7), 150)
+    for n in range(40):
+        log.write(float(n), "ok", f"http://a.test/{n}")
+    log.close()
+    files = dd.crawl_logs()
+    assert len(files) == len(list(dd.logs.iterdir())) > 12, "rotated within one second"
+    assert files[-1] == dd.crawl_log(7)
+    written = [json.loads(line)["t"] for path in files for line in path.read_text().splitlines()]
+    assert written == [float(n) for n in range(40)]

@@ -8,7 +8,7 @@ from typing import Any
 
 from hive.fetch.crawllog import CrawlLog
 from hive.procs.stats import NOT_ERRORS as SUPERVISOR_NOT_ERRORS
-from hive.report.lines import MAX_LINE, Skips, log_files, read_lines
+from hive.report.lines import MAX_LINE, Skips, read_lines
 from hive.report.tally import (
     BOUND_EVERY,
     LABELS,
@@ -51,17 +51,6 @@ def test_a_line_longer_than_the_bound_is_skipped_without_being_held(tmp_path: Pa
     entries, skips = read(path)
     assert [e["url"] for e in entries] == ["http://after.test/"]
     assert skips.by_cause == {f"longer than {MAX_LINE} bytes": 1}
-
-
-def test_files_are_read_by_worker_oldest_first(tmp_path: Path) -> None:
-    names = ["crawl-01.jsonl", "crawl-00.jsonl", "crawl-00.20250102000000.jsonl",
-             "crawl-00.20250101000000-1.jsonl", "crawl-00.20250101000000.jsonl", "worker-00.log"]
-    for name in names:
-        (tmp_path / name).write_text("")
-    assert [p.name for p in log_files(tmp_path)] == [
-        "crawl-00.20250101000000.jsonl", "crawl-00.20250101000000-1.jsonl",
-        "crawl-00.20250102000000.jsonl", "crawl-00.jsonl", "crawl-01.jsonl",
-    ]
 
 
 def test_the_crawl_logs_own_lines_are_read_back_whole(tmp_path: Path) -> None:
