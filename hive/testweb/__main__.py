@@ -38,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
     parser.add_argument("--copies", type=int, default=0,
                         help="copy pages per host, one body on every host")
+    parser.add_argument("--sitemaps", action="store_true",
+                        help="also serve the sitemap and feed hosts (sm-<kind>.<domain>)")
     parser.add_argument("--log", type=Path, help="append the request log here as JSON lines")
     args = parser.parse_args(argv)
     web = Web(
@@ -50,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = {signal.SIGTERM, signal.SIGINT}
     # Blocked before the server threads start, so they inherit the mask and only sigwait sees them.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)
-    with serve(web, args.host, args.port, args.log) as server:
+    with serve(web, args.host, args.port, args.log, args.sitemaps) as server:
         print(server.port, flush=True)
         signal.sigwait(stop)
     return 0

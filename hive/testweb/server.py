@@ -280,7 +280,8 @@ class WebProcess(_Served):
     interval (5 ms) and see gaps shorter than they were.
     """
 
-    def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
+    def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0,
+                 sitemaps: bool = False) -> None:
         self.web = web
         self.address = host
         self.log = log
@@ -295,6 +296,8 @@ class WebProcess(_Served):
             command.append("--no-hostile")
         if web.requisites:
             command.append("--requisites")
+        if sitemaps:
+            command.append("--sitemaps")
         self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         ready, _, _ = select.select([self._process.stdout], [], [], timeout)
@@ -303,6 +306,7 @@ class WebProcess(_Served):
             self.close()
             raise RuntimeError(f"hive.testweb did not start (printed {line!r})")
         self.port = int(line)
+        self.sitemaps = SitemapWeb(web.domain, self.port) if sitemaps else None
 
     @property
     def requests(self) -> list[Request]:

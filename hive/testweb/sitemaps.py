@@ -1,7 +1,8 @@
 """Sitemap and feed hosts of the synthetic web: their documents as bytes, the expected answers.
 
 :class:`SitemapWeb` is pure: ``respond(host, path)`` gives the :class:`Document`
-a host serves (None: not found), built from the names and the port alone, so
+a host serves (None: not found), built from the names and the port alone (and
+one host's lastmods from the clock), so
 a server (hive.testweb) can serve it and a test can predict what a crawler
 should find. Hosts are ``sm-<kind>.<domain>``; every one serves ``/`` (a page
 with no links) and a robots.txt that allows all and names its sitemaps::
@@ -18,20 +19,31 @@ with no links) and a robots.txt that allows all and names its sitemaps::
     cross-named  robots.txt names cross's sitemap: its listed pages are allowed
     cross-unnamed  robots.txt names nothing: its listed pages are refused (sitemap_origin)
     feeds        / announces /feed.rss and /feed.atom, each listing /post/<i>.html
+    fresh        /sitemap.xml lists /fresh/<i>.html with a lastmod and nothing else:
+                 the first half from 2001 (stale), the second half an hour before
+                 the server's clock (``clock``, the one input beyond names and port)
+
+So a crawler that ranks a recent ``lastmod`` up fetches ``fresh``'s second
+half first, against the order of the file.
 """
 
 from __future__ import annotations
 
 import functools
 import gzip
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # The protocol's limit (sitemaps.org), stated here too: the test web does not import the crawler.
 MAX_URLS = 50_000
 
 KINDS = ("orphans", "index", "text", "broken", "oversize", "cross", "cross-named",
-         "cross-unnamed", "feeds")
+         "cross-unnamed", "feeds", "fresh")
 ORPHANS = 20
+FRESH = 20  # pages the fresh host's sitemap lists, half of them stale
+STALE_LASTMOD = "2001-01-01"
+FRESH_AGE = 3600.0  # seconds before the server's clock the fresh half was modified
 BROKEN_AFTER = 5
 POSTS = 4
 XML = "application/xml"
@@ -55,6 +67,14 @@ def _urlset(urls: list[str]) -> bytes:
             f"{entries}</urlset>\n").encode()
 
 
+def _lastmod_urlset(urls: list[tuple[str, str]]) -> bytes:
+    """A urlset of (loc, lastmod) entries, with no priority or changefreq."""
+    entries = "".join(f"<url><loc>{url}</loc><lastmod>{lastmod}</lastmod></url>\n"
+                      for url, lastmod in urls)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NS}">\n'
+            f"{entries}</urlset>\n").encode()
+
+
 def _index(urls: list[str]) -> bytes:
     entries = "".join(f"<sitemap><loc>{url}</loc></sitemap>\n" for url in urls)
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n'
@@ -68,9 +88,11 @@ def _page(head: str = "") -> bytes:
 class SitemapWeb:
     """The sitemap hosts under ``domain``, with URLs spelled for ``port``."""
 
-    def __init__(self, domain: str = "test", port: int = 80) -> None:
+    def __init__(self, domain: str = "test", port: int = 80,
+                 clock: Callable[[], float] = time.time) -> None:
         self.domain = domain
         self.port = port
+        self.clock = clock
 
     def host(self, kind: str) -> str:
         return f"sm-{kind}.{self.domain}"
@@ -86,6 +108,7 @@ class SitemapWeb:
             "orphans": ["/sitemap.xml"], "index": ["/sitemap_index.xml"],
             "text": ["/sitemap.txt"], "broken": ["/sitemap.xml"],
             "oversize": ["/sitemap.xml"], "cross": ["/sitemap.xml"],
+            "fresh": ["/sitemap.xml"],
         }.get(kind, [])
         named = [self.url(kind, path) for path in paths]
         return [self.url("cross", "/sitemap.xml")] if kind == "cross-named" else named
@@ -108,7 +131,13 @@ class SitemapWeb:
                     for i in range(3)]
         if kind == "feeds":
             return [self.url(kind, f"/post/{i}.html") for i in range(POSTS)]
+        if kind == "fresh":
+            return [self.url(kind, f"/fresh/{i}.html") for i in range(FRESH)]
         return []
+
+    def fresh(self) -> list[str]:
+        """The fresh host's pages whose lastmod is recent (the second half of its list)."""
+        return self.listed("fresh")[FRESH // 2:]
 
     def refused_paths(self) -> list[str]:
         """Pages the index host's subdirectory child lists outside its directory."""
@@ -151,6 +180,12 @@ class SitemapWeb:
             return self._index_file(path, listed)
         if kind == "feeds":
             return _feed(path, listed)
+        if kind == "fresh" and path == "/sitemap.xml":
+            recent = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                   time.gmtime(self.clock() - FRESH_AGE))
+            fresh = set(self.fresh())
+            return Document(200, XML, _lastmod_urlset(
+                [(url, recent if url in fresh else STALE_LASTMOD) for url in listed]))
         return None
 
     def _index_file(self, path: str, listed: list[str]) -> Document | None:

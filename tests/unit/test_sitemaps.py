@@ -30,7 +30,7 @@ from hive.fetch.sitemaps import (
     within_depth,
 )
 from hive.fetch.xmlstream import MAX_DEPTH, MAX_TOKEN
-from hive.testweb.sitemaps import BROKEN_AFTER, SitemapWeb
+from hive.testweb.sitemaps import BROKEN_AFTER, FRESH_AGE, SitemapWeb
 
 SITEMAP = "http://a.test/sitemap.xml"
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -402,6 +402,21 @@ def test_testweb_broken_and_oversize() -> None:
     start = time.monotonic()
     entries, reader = read(fetch("oversize", "/sitemap.xml"), WEB.url("oversize", "/sitemap.xml"))
     assert len(entries) == MAX_URLS and reader.truncated == "max_urls", time.monotonic() - start
+
+
+def test_testweb_fresh_host_dates_its_second_half_by_the_clock() -> None:
+    """Only the fresh half is fresh under the default config, and only lastmod moves it."""
+    now = 1_750_000_000.0
+    web = SitemapWeb(port=8080, clock=lambda: now)
+    doc = web.respond(web.host("fresh"), "/sitemap.xml")
+    assert doc is not None
+    items, reader = read(doc.body, web.url("fresh", "/sitemap.xml"))
+    entries = [e for e in items if isinstance(e, PageEntry)]
+    assert reader.error is None and [e.loc for e in entries] == web.listed("fresh")
+    cfg = config.load(environ={}).sitemaps
+    moved = [e for e in entries if level_adjustment(e, now, cfg) < 0]
+    assert [e.loc for e in moved] == web.fresh() and len(moved) == len(entries) // 2
+    assert {e.lastmod for e in moved} == {now - FRESH_AGE}
 
 
 def test_the_test_web_states_the_protocols_limit_as_the_reader_does() -> None:
