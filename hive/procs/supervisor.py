@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import zmq
@@ -72,7 +72,7 @@ from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
 from hive.procs import hoststatus
 from hive.procs.batchend import BatchEnd
-from hive.procs.children import CPU_SAMPLE, CPU_WINDOW, Child
+from hive.procs.children import CPU_SAMPLE, CPU_WINDOW, Child, worker_main
 from hive.procs.control import ControlServer
 from hive.procs.curve import ensure_keys
 from hive.procs.endpoints import Endpoints, make_run_dir, pull, push, remove_run_dir
@@ -85,7 +85,6 @@ from hive.procs.lifecycle import (
     read_failure,
     spawn_quietly,
 )
-from hive.procs.metrics import MetricsServer, serve_metrics
 from hive.procs.outbox import Outbox
 from hive.procs.resize import Resize, resize_if_changed
 from hive.procs.seeds import shown
@@ -94,6 +93,9 @@ from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
 from hive.storage.schema import MetaState
 from hive.storage.store import Store, check_file
+
+if TYPE_CHECKING:
+    from hive.procs.metrics import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +238,11 @@ class Supervisor:
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
             "add_answer": self._add_answer, "deny_answer": self._deny_answer,
         }, curve=self.curve)
-        self.metrics = serve_metrics(self.cfg.hive)
+        if self.cfg.hive.metrics_port:
+            # prometheus_client is imported only by a hive that serves /metrics.
+            from hive.procs.metrics import serve_metrics  # noqa: PLC0415
+
+            self.metrics = serve_metrics(self.cfg.hive)
         if self.metrics is not None:
             undo.callback(self.metrics.close)
         self.inbox = pull(self.ctx, endpoints.supervisor, self.curve,
@@ -333,13 +339,11 @@ class Supervisor:
         return children
 
     def _worker_starter(self, spawn: Any, i: int) -> Callable[[], BaseProcess]:
-        from hive.procs.workerproc import run_worker
-
         assert self.endpoints is not None
         cfg_data, parent, ends = self.cfg.to_dict(), os.getpid(), self.endpoints.to_dict()
         failed = str(self.dd.failure_file(f"{self.dd.worker_name(i)}.log"))
         return lambda: spawn.Process(
-            target=run_worker, name=f"hive-worker-{i:02d}",
+            target=worker_main, name=f"hive-worker-{i:02d}",
             args=(cfg_data, str(self.data_dir), i, ends, self._ring(), parent, failed))
 
     def _launch(self, child: Child) -> None:
