@@ -61,6 +61,8 @@ from typing import cast
 from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
+from hive.core.outcome import Kind
+from hive.core.outcome import kind as outcome_kind
 from hive.fetch.decoding import accept_encoding, decode_body
 from hive.fetch.headers import content_codings, parse_retry_after, resolve_location
 from hive.fetch.pool import Connection, IdlePool, PoolKey
@@ -80,9 +82,9 @@ log = logging.getLogger(__name__)
 #   decoded_too_large  the decoded body passed max_decoded_bytes (a decompression bomb)
 #   protocol           not valid HTTP: status line, headers, chunking, short body, bad gzip
 #   error              anything else, e.g. a URL that cannot be requested (the message says)
-OUTCOME_KINDS = (
-    "ok", "redirect", "dns", "connect", "timeout", "tls",
-    "too_large", "decoded_too_large", "protocol", "error",
+OUTCOME_KINDS: tuple[Kind, ...] = (
+    Kind.OK, Kind.REDIRECT, Kind.DNS, Kind.CONNECT, Kind.TIMEOUT, Kind.TLS,
+    Kind.TOO_LARGE, Kind.DECODED_TOO_LARGE, Kind.PROTOCOL, Kind.ERROR,
 )
 
 _MAX_INTERIM = 5  # 1xx responses (102, 103) skipped before the final one
@@ -96,7 +98,7 @@ class FetchResult:
     """What one GET produced; a failure is a result too (see ``outcome``)."""
 
     url: str
-    outcome: str  # one of OUTCOME_KINDS or http_<status>
+    outcome: Kind  # one of OUTCOME_KINDS or http_<status>
     status: int | None  # None when no status line arrived
     message: str  # why, for failures; "" for a plain success
     headers: list[tuple[str, str]]  # response headers as received, in order
@@ -477,9 +479,9 @@ class Fetcher:
             else:
                 kind, message = f"http_{status}", message or progress.status_line
         return FetchResult(
-            url=url, outcome=kind, status=status, message=message, headers=progress.headers,
-            body=body, raw_body=raw, content_type=content_type, location=location,
-            retry_after=retry_after, started=started, finished=finished,
+            url=url, outcome=outcome_kind(kind), status=status, message=message,
+            headers=progress.headers, body=body, raw_body=raw, content_type=content_type,
+            location=location, retry_after=retry_after, started=started, finished=finished,
             download_time=download_time, address=address, request_bytes=request,
             status_line=progress.status_line, truncated=progress.truncated,
         )

@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive.config import load
+from hive.core.outcome import Kind
 from hive.errors import ConfigError
 from hive.fetch import cookies as cookies_module
 from hive.fetch import decoding
@@ -218,6 +219,7 @@ def test_404_is_an_http_outcome(serve: Any, make_fetcher: Any) -> None:
     server = serve(replying(response("404 Not Found", {}, b"gone")))
     result = get(make_fetcher(), server)
     assert (result.outcome, result.status, result.body) == ("http_404", 404, b"gone")
+    assert result.outcome is Kind.http(404)  # the one enumerated type, not a loose string
     assert result.message == "HTTP/1.1 404 Not Found"
 
 
