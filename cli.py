@@ -207,7 +207,7 @@ def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
     from hive.procs.supervisor import Supervisor
 
     try:
-        setup_logging(cfg.log.level, DataDir(data_dir).logs, "supervisor")
+        setup_logging(cfg.log.level, DataDir(data_dir).log_file("supervisor"), "supervisor")
     except OSError as exc:
         raise click.ClickException(f"--data {data_dir}: {describe(exc)}") from exc
     supervisor = Supervisor(cfg, data_dir, procs, seeds=seeds, max_pages=max_pages,

@@ -159,19 +159,20 @@ def raise_open_files() -> int:
     return soft
 
 
-def setup_logging(level: str, directory: Path | None, role: str) -> None:
+def setup_logging(level: str, log_file: Path | None, role: str) -> None:
     """Log lines carry the time, the role (and worker id) and the level.
 
-    The file under ``DATA/logs`` gets everything at ``level``; the terminal only
-    warnings and errors, so a foreground crawl's progress line stays readable.
+    ``log_file`` (``DataDir.log_file``, under ``DATA/logs``) gets everything at
+    ``level``; the terminal only warnings and errors, so a foreground crawl's progress
+    line stays readable.
     Repeated warnings of one kind are rate-limited (hive/logs.py).
     """
     stream = logging.StreamHandler(sys.stderr)
     stream.setLevel(logging.WARNING)
     handlers: list[logging.Handler] = [stream]
-    if directory is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(directory / f"{role}.log"))
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
     repeats = RepeatFilter()
     for handler in handlers:
         handler.addFilter(repeats)

@@ -251,7 +251,7 @@ def replay_data_dir(data_dir: Path) -> list[str]:
 
 def _replay_store(directory: Path) -> str:
     """Replay one store's quarantine; a line saying what it did, or "" if it had none."""
-    if not (directory / "data.mdb").exists():
+    if not DataDir.store_data(directory).exists():
         return ""
     lock = Lock(DataDir.store_lock(directory), f"the store {directory}")
     try:

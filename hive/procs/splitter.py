@@ -153,7 +153,7 @@ def run_splitter(cfg_data: dict[str, Any], data_dir: str, endpoints: dict[str, A
     child_signals()
     die_with_parent(parent)
     cfg = from_dict(cfg_data)
-    setup_logging(cfg.log.level, DataDir(Path(data_dir)).logs, "splitter")
+    setup_logging(cfg.log.level, DataDir(Path(data_dir)).log_file("splitter"), "splitter")
     ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
     splitter = Splitter(Endpoints.from_dict(endpoints), ring, cfg.hive.overflow)
     runner = Runner(splitter, "splitter", signals=(signal.SIGTERM,), failure_file=Path(failed))

@@ -134,7 +134,7 @@ class Queued:
 
 def pages_done(store: Path) -> int:
     """Pages a stopped worker's store has recorded as fetched (``frontier/done/ok``)."""
-    if not (store / "data.mdb").exists():
+    if not DataDir.store_data(store).exists():
         return 0
     try:
         with read_only(store) as txn:
@@ -292,11 +292,11 @@ class Supervisor:
             directory = self.dd.worker(i)
             with store_released(directory, f"the store of worker {i}"):
                 check_file(directory)
-            if (directory / "data.mdb").exists():
+            if DataDir.store_data(directory).exists():
                 continue
             if named is not None and i < named and not self.recreate_missing:
                 raise StoreError(
-                    f"the store of worker {i} is missing ({directory / 'data.mdb'}) though "
+                    f"the store of worker {i} is missing ({DataDir.store_data(directory)}) though "
                     f"{self.dd.state_file} names it; start with --recreate-missing to "
                     "start it empty (the pages its hosts had fetched will be fetched again)"
                 )

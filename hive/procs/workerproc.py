@@ -236,7 +236,8 @@ def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
     child_signals()
     die_with_parent(parent)
     cfg = from_dict(cfg_data)
-    setup_logging(cfg.log.level, DataDir(Path(data_dir)).logs, DataDir.worker_name(worker_id))
+    name = DataDir.worker_name(worker_id)
+    setup_logging(cfg.log.level, DataDir(Path(data_dir)).log_file(name), name)
     log.info("open-file limit %d", raise_open_files())
     if not limit_malloc_arenas():
         log.info("malloc arenas not capped (not glibc)")

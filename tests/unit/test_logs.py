@@ -45,14 +45,14 @@ def test_the_kinds_remembered_are_bounded() -> None:
 def test_a_process_log_file_takes_a_flood_in_bounded_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    setup_logging("info", tmp_path, "supervisor")
+    setup_logging("info", tmp_path / "logs" / "supervisor.log", "supervisor")
     try:
         log = logging.getLogger("hive.flood")
         for i in range(20_000):
             log.warning("control: bad request: %s", i)
         for handler in logging.getLogger().handlers:
             handler.flush()
-        lines = (tmp_path / "supervisor.log").read_text().splitlines()
+        lines = (tmp_path / "logs" / "supervisor.log").read_text().splitlines()
         assert len(lines) <= 25
         assert capsys.readouterr().err.count("bad request") <= 25
     finally:
