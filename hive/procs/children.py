@@ -13,14 +13,17 @@ stops the hive with a message) instead of restarting it in a loop.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from hive.procs.lifecycle import FAILURE_CHARS, START_FAILED
 from hive.procs.stats import Process
 
 
@@ -28,9 +31,16 @@ def worker_main(*args: Any) -> None:
     """A worker child's entry point, as the supervisor names it to ``spawn``: the worker
     (and the fetch path it carries: HTML parser, public suffix list, WARC writer) is
     imported in the child only, not by the supervisor to name its target (~0.15 s of CPU
-    at every start). Arguments as :func:`hive.procs.workerproc.run_worker`'s."""
-    from hive.procs.workerproc import run_worker  # noqa: PLC0415 - the point of this function
-
+    at every start). Arguments as :func:`hive.procs.workerproc.run_worker`'s, the last
+    its failure file: an installation whose worker does not import leaves its message
+    there and exits START_FAILED, as a worker that cannot open its store does."""
+    try:
+        from hive.procs.workerproc import run_worker  # noqa: PLC0415 - the point of this
+    except Exception as exc:  # noqa: BLE001 - whatever stops the import is the message
+        with contextlib.suppress(OSError):
+            Path(args[-1]).write_text(
+                f"cannot import the worker: {type(exc).__name__}: {exc}"[:FAILURE_CHARS])
+        raise SystemExit(START_FAILED) from None
     run_worker(*args)
 
 

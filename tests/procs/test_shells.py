@@ -34,7 +34,7 @@ from hive.procs.endpoints import (
     push,
     remove_run_dir,
 )
-from hive.procs.lifecycle import ExitCode
+from hive.procs.lifecycle import START_FAILED, ExitCode
 from hive.procs.splitter import Splitter
 from hive.procs.supervisor import Supervisor, store_released
 from hive.procs.workerproc import WorkerProcess
@@ -326,3 +326,21 @@ def test_a_store_is_judged_only_once_its_dying_writer_let_it_go(tmp_path: Path) 
                 pass
         finally:
             holder.kill()
+
+
+def test_a_worker_that_cannot_be_imported_says_so_and_exits_start_failed(tmp_path: Path) -> None:
+    """The workers' entry point imports the worker in the child: an installation where
+    that import fails leaves a message in the failure file (which the supervisor reports
+    as 'worker N could not start') and exits START_FAILED, no traceback."""
+    failed = tmp_path / "worker-00.failed"
+    script = (
+        "import sys\n"
+        "sys.modules['hive.procs.workerproc'] = None  # an import that fails\n"
+        "from hive.procs.children import worker_main\n"
+        f"worker_main({{}}, 'data', 0, {{}}, {{}}, 1, {str(failed)!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == START_FAILED, done.stderr
+    assert failed.read_text().startswith("cannot import the worker: ModuleNotFoundError")
+    assert "Traceback" not in done.stderr
