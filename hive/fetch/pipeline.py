@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Literal
 from hive import __version__
 from hive.config import Config
 from hive.core.frontier import PAGE, ROBOTS, Lease
-from hive.core.outcome import Kind, Outcome, kind
+from hive.core.outcome import Kind, Outcome
 from hive.core.politeness import Politeness
 from hive.core.record import (
     FEED,
@@ -433,7 +433,7 @@ class Pipeline:
     def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:
         record = lease.record
         fetched = Fetched(
-            kind(result.outcome), result.status, retry_after=result.retry_after, lease=lease,
+            result.outcome, result.status, retry_after=result.retry_after, lease=lease,
             started=started, finished=result.finished, size=len(result.raw_body),
             message=result.message, mime=result.content_type or "",
         )
