@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+# Bound once: every link handed on is measured.
+_sizeof = sys.getsizeof
+
 
 class RecentLinks:
     """Links handed on a moment ago, by canonical URL (a page repeats its neighbours' links).
@@ -41,27 +44,25 @@ class RecentLinks:
         if url in self._young:
             return True
         if url in self._old:
-            self._keep(url)
+            self.add(url)
             return True
         return False
 
     def add(self, url: str) -> None:
-        self._keep(url)
+        """Keep url in the young generation, which replaces the old one once full."""
+        young = self._young
+        young.add(url)
+        self._young_bytes += _sizeof(url)
+        held = self._young_bytes + _sizeof(young)
+        if held >= self._half:
+            self._old, self._old_bytes = young, held
+            self._young, self._young_bytes = set(), 0
 
     def forget(self, url: str) -> None:
         """Drop a URL that was not handed on after all (its bytes stay counted until
         its generation goes)."""
         self._young.discard(url)
         self._old.discard(url)
-
-    def _keep(self, url: str) -> None:
-        young = self._young
-        young.add(url)
-        self._young_bytes += sys.getsizeof(url)
-        held = self._young_bytes + sys.getsizeof(young)
-        if held >= self._half:
-            self._old, self._old_bytes = young, held
-            self._young, self._young_bytes = set(), 0
 
     @property
     def held_bytes(self) -> int:

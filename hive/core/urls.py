@@ -118,9 +118,9 @@ _QUERY = rf"(\?[{_QUERY_CHARS}]*)?"
 # Fast path: shapes that are canonical as they stand, once hosts with empty or
 # long labels, that might be an IPv4 number or hold punycode to check, and
 # paths holding "/." (maybe a dot segment) are excluded.
-_FAST_ABSOLUTE = re.compile(
-    rf"((https?)://([A-Za-z0-9_.-]+)(?::([1-9][0-9]{{0,4}}))?)(/[{_PATH_CHARS}]*)?{_QUERY}"
-)
+_FAST_ORIGIN_TEXT = r"(https?)://([A-Za-z0-9_.-]+)(?::([1-9][0-9]{0,4}))?"
+_FAST_ORIGIN = re.compile(_FAST_ORIGIN_TEXT)
+_FAST_ABSOLUTE = re.compile(rf"({_FAST_ORIGIN_TEXT})(/[{_PATH_CHARS}]*)?{_QUERY}")
 _FAST_ABSOLUTE_PATH = re.compile(rf"(/(?!/)[{_PATH_CHARS}]*){_QUERY}")
 _FAST_QUERY = re.compile(_QUERY)
 _FAST_RELATIVE_PATH = re.compile(rf"((?!\.)[{_PATH_CHARS.replace(':', '')}]+){_QUERY}")
@@ -224,52 +224,54 @@ def _fast(url: str, base: str | None, max_length: int) -> str | None:
     Beside canonical absolute URLs these are an upper-case host, and against a
     base: ``//host/path``, ``/path``, ``?query``, ``path``, ``./path`` and
     ``../`` (repeated) ``path``.
+
+    Shapes are told apart by their first character, with operators rather than
+    str methods: at a few characters a method call costs more than the work.
     """
-    cut = url.find("#")
-    head = url if cut < 0 else url[:cut]
+    head = url.partition("#")[0] if "#" in url else url
     out: str | None = None
-    scheme_relative = base is not None and head.startswith("//")
-    if scheme_relative:
+    first = head[0] if head else ""
+    scheme_relative = False
+    match = None
+    if first == "/" and base is not None and len(head) > 1 and head[1] == "/":
+        scheme_relative = True
         head = _base(base, max_length).scheme + ":" + head
-    match = _FAST_ABSOLUTE.fullmatch(head)
+        match = _FAST_ABSOLUTE.fullmatch(head)
+    elif first == "h":  # only a lower-case "http" can match
+        match = _FAST_ABSOLUTE.fullmatch(head)
     if match is not None:
-        origin, host, port, path = match[1], match[3], match[4], match[5]
-        if not host.islower():
-            origin, host = origin.lower(), host.lower()
-        if (
-            (port is not None and (port == _DEFAULT_PORT[match[2]] or int(port) > 65535))
-            or host[-1] == "."
-            or host[0] == "."
-            or ".." in host
-            or host[host.rfind(".") + 1] in _DIGITS
-            or "xn--" in host
-            or (len(host) > 63 and (len(host) > 253 or _LONG_LABEL.search(host)))
-        ):
+        written, path = match.group(1, 5)
+        origin = (
+            _remembered_origin(written) if len(written) <= _REMEMBERED_ORIGIN_CHARS
+            else _fast_origin(written)
+        )
+        if origin is None:
             return None
         if path is None:
             out = f"{origin}/{match[6] or ''}"
         elif "/." not in path:
-            out = origin + head[len(origin) :]
+            out = origin + head[len(written) :]
     elif base is not None and not scheme_relative:
         if not head:
             out = _base(base, max_length).url
-        elif head[0] == "/":
+        elif first == "/":
             match = _FAST_ABSOLUTE_PATH.fullmatch(head)
             if match is not None and "/." not in match[1]:
                 out = _base(base, max_length).origin + head
-        elif head[0] == "?":
+        elif first == "?":
             if _FAST_QUERY.fullmatch(head) is not None:
                 parts = _base(base, max_length)
                 out = parts.origin + parts.path + head
         else:
             parts = _base(base, max_length)
             directory = parts.directory
-            while head.startswith("../"):
-                head = head[3:]
-                if directory != "/":
-                    directory = directory[: directory.rfind("/", 0, -1) + 1]
-            if head.startswith("./"):
-                head = head[2:]
+            if first == ".":
+                while head.startswith("../"):
+                    head = head[3:]
+                    if directory != "/":
+                        directory = directory[: directory.rfind("/", 0, -1) + 1]
+                if head.startswith("./"):
+                    head = head[2:]
             if not head:
                 out = parts.origin + directory
             else:
@@ -279,6 +281,36 @@ def _fast(url: str, base: str | None, max_length: int) -> str | None:
     if out is not None and len(out) > max_length:
         raise _Refusal("too_long", f"longer than {max_length}")
     return out
+
+
+def _fast_origin(written: str) -> str | None:
+    """The canonical ``scheme://host[:port]`` of an origin as the fast pattern matched it,
+    or None if its host or port needs the full parse: an empty or long label, a default
+    or out-of-range port, a host that might be an IPv4 number or holds punycode to check."""
+    match = _FAST_ORIGIN.fullmatch(written)
+    if match is None:
+        return None
+    scheme, host, port = match.groups()
+    host = host.lower()
+    if (
+        (port is not None and (port == _DEFAULT_PORT[scheme] or int(port) > 65535))
+        or host[-1] == "."
+        or host[0] == "."
+        or ".." in host
+        or host[host.rfind(".") + 1] in _DIGITS
+        or "xn--" in host
+        or (len(host) > 63 and (len(host) > 253 or _LONG_LABEL.search(host)))
+    ):
+        return None
+    # Scheme and port are lower-case already: lowering the whole lowers the host.
+    return written.lower()
+
+
+# Pages repeat their origins, so each spelling is judged once: the last 4,096 spellings
+# up to the longest a valid origin has ("https://", a 253-character host, ":65535") are
+# remembered, about 2 MiB at most; a longer one, which a page may send, is judged anew.
+_REMEMBERED_ORIGIN_CHARS = 8 + 253 + 6
+_remembered_origin = functools.lru_cache(maxsize=4096)(_fast_origin)
 
 
 def _slow(url: str, base: str | None, max_length: int, encoding: str = "utf-8") -> str:

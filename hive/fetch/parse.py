@@ -104,6 +104,7 @@ PAGE_PARSE_BYTES = 48 << 20
 # Bytes that mark binary data in the MIME Sniffing Standard (ESC is left out: ISO-2022-JP uses it).
 _BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_BOMS = (codecs.BOM_UTF8, *_UTF16_BOMS)
 _UTF8_NAMES = frozenset({"utf-8", "utf-8-sig"})
 _UTF16_NAMES = frozenset({"utf-16", "utf-16-le", "utf-16-be"})
 # The Encoding Standard reads these labels as windows-1252.
@@ -190,12 +191,10 @@ def _tokens(value: str | None) -> set[str]:
 def page_encoding(body: bytes, charset: str | None) -> str:
     """The codec a page is read with: its byte-order mark, the Content-Type ``charset``,
     a ``<meta>`` charset in its first KiB, else UTF-8 (see the module policy)."""
-    if body.startswith(codecs.BOM_UTF8):
-        return "utf-8"
-    if body.startswith(codecs.BOM_UTF16_LE):
-        return "utf-16-le"
-    if body.startswith(codecs.BOM_UTF16_BE):
-        return "utf-16-be"
+    if body.startswith(_BOMS):  # one test for the pages (most) that have none
+        if body.startswith(codecs.BOM_UTF8):
+            return "utf-8"
+        return "utf-16-le" if body.startswith(codecs.BOM_UTF16_LE) else "utf-16-be"
     name = _codec(charset) if charset is not None else None
     if name is None:
         meta = _META_CHARSET.search(body, 0, SNIFF_BYTES)
@@ -274,8 +273,10 @@ def _raw_links(
             if href:
                 rel = attrs.get("rel")
                 # The substring test is cheap and rarely true; tokens decide.
-                marked = honour_nofollow and rel is not None and "nofollow" in rel.lower()
-                yield href, marked and "nofollow" in _tokens(rel)
+                if rel is not None and honour_nofollow and "nofollow" in rel.lower():
+                    yield href, "nofollow" in _tokens(rel)
+                else:
+                    yield href, False
     for tag in ("frame", "iframe"):
         for node in tree.tags(tag):
             src = node.attributes.get("src")
@@ -346,12 +347,15 @@ def extract_links(
         found: Iterable[tuple[str, bool]] = (
             () if truncated else _raw_links(tree, honour_nofollow, embeds, feeds)
         )
+        # Each raw link kept adds one to follow or marked: counted here, not re-measured.
+        held = len(redirects) + len(follow) + len(marked)
         for raw, is_marked in found:
             if raw in follow or (is_marked and raw in marked):
                 continue
-            if len(redirects) + len(follow) + len(marked) >= max_links:
+            if held >= max_links:
                 truncated = True
                 break
+            held += 1
             if is_marked:
                 marked.add(raw)
             else:
@@ -367,33 +371,36 @@ def extract_links(
     base = base or base_url
     query_encoding = "utf-8" if encoding in _UTF16_NAMES else encoding
     links: dict[str, None] = {}
-    refused: Counter[str] = Counter()
+    # A plain dict, not a Counter: most pages refuse nothing, and a Counter costs ~1 us to make.
+    refused: dict[str, int] = {}
     for raw in candidates:
-        href = raw.strip(_C0_OR_SPACE)
+        # Raw links are not empty, and seldom padded: two characters tell, cheaper than a strip.
+        href = raw if raw[0] > " " and raw[-1] > " " else raw.strip(_C0_OR_SPACE)
         if not href or href[0] == "#":
             continue
         try:
             url = canonicalize(href, base, max_url_length, query_encoding)
         except URLError as exc:
-            refused[exc.reason] += 1
+            refused[exc.reason] = refused.get(exc.reason, 0) + 1
             continue
         if url != base_url:
             links[url] = None
-    dropped = len(marked.difference(candidates))
-    if dropped:
-        refused["nofollow"] = dropped
+    if marked:
+        dropped = len(marked.difference(candidates))
+        if dropped:
+            refused["nofollow"] = dropped
     feed_urls: dict[str, None] = {}
     for raw in () if honour_nofollow and page_nofollow else feeds:
         try:
             feed_urls[canonicalize(raw.strip(_C0_OR_SPACE), base, max_url_length)] = None
         except URLError as exc:
-            refused[exc.reason] += 1
+            refused[exc.reason] = refused.get(exc.reason, 0) + 1
     if embeds is None:
-        return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated,
+        return ExtractResult(list(links), refused, None, page_nofollow, truncated,
                              feeds=list(feed_urls))
     # Requisites are fetched whatever nofollow says: they are part of the page, not links.
     resolved, embeds_refused = resolve(embeds, base, max_url_length, query_encoding)
-    return ExtractResult(list(links), dict(refused), None, page_nofollow, truncated,
+    return ExtractResult(list(links), refused, None, page_nofollow, truncated,
                          resolved, embeds_refused, embeds.truncated, list(feed_urls))
 
 
@@ -459,6 +466,10 @@ class Scope:
         self.max_path_depth = max_path_depth
         self.max_segment_repeat = max_segment_repeat
         self._slashes_to_check = min(max_path_depth + 1, max_segment_repeat)
+        # (source URL, its host key) of the last check: a page's links come together, so
+        # their source's key is taken once. One tuple, so threads sharing the scope read
+        # a consistent pair.
+        self._source_key: tuple[str | None, str] = (None, "")
 
     @classmethod
     def from_config(cls, cfg: ScopeConfig) -> Scope:
@@ -475,11 +486,20 @@ class Scope:
         """
         if len(url) > self.max_url_length:
             return "too_long"
-        path = _path(url)
+        # One split reads a canonical URL's host key and path: "scheme:", "", host key,
+        # then path (less its leading "/") and query. Any other shape is read as _path
+        # and host_key read it.
+        parts = url.split("/", 3)
+        host: str | None = None
+        if len(parts) == 4 and not parts[1] and parts[0][-1:] == ":":
+            host, tail = parts[2], parts[3]
+            slashes = 1 + (tail.partition("?")[0] if "?" in tail else tail).count("/")
+        else:
+            slashes = _path(url).count("/")
         # A path has at most as many segments as slashes: most paths are too short
         # for either check and skip the split.
-        if path.count("/") >= self._slashes_to_check:
-            segments = [segment for segment in path.split("/") if segment]
+        if slashes >= self._slashes_to_check:
+            segments = [segment for segment in _path(url).split("/") if segment]
             if len(segments) > self.max_path_depth:
                 return "path_depth"
             if (
@@ -490,22 +510,27 @@ class Scope:
                 return "segment_repeat"
         if self.deny and any(pattern.search(url) for pattern in self.deny):
             return "deny"
-        reason = None if embed and self.embeds == "any" else self._outside(url, source_url)
+        reason = None if embed and self.embeds == "any" else self._outside(url, source_url, host)
         if reason is None or not embed or self.embeds == "off" or source_url is None:
             return reason
         same = _key_domain(host_key(url)) == _key_domain(host_key(source_url))
         return None if same else reason
 
-    def _outside(self, url: str, source_url: str | None) -> str | None:
-        """Why the allow patterns or the mode refuse url found on source_url, else None."""
+    def _outside(self, url: str, source_url: str | None, host: str | None) -> str | None:
+        """Why the allow patterns or the mode refuse url found on source_url, else None;
+        ``host`` is the host key of url if already read."""
         if self.allow and not any(pattern.search(url) for pattern in self.allow):
             return "not_allowed"
         if source_url is None or self.mode == "any":
             return None
-        host = host_key(url)
-        if host == host_key(source_url):
+        if host is None:
+            host = host_key(url)
+        source = self._source_key
+        if source[0] != source_url:
+            source = self._source_key = (source_url, host_key(source_url))
+        if host == source[1]:
             return None
         if self.mode == "host":
             return "scope_host"
-        same = _key_domain(host) == _key_domain(host_key(source_url))
+        same = _key_domain(host) == _key_domain(source[1])
         return None if same else "scope_domain"

@@ -6,6 +6,7 @@ import codecs
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive import config
-from hive.errors import ConfigError
+from hive.errors import ConfigError, URLError
 from hive.fetch import parse
 from hive.fetch.parse import (
     ExtractResult,
@@ -451,3 +452,64 @@ def test_embeds_outside_scope_obey_scope_embeds(
 def test_an_unknown_embed_scope_is_refused() -> None:
     with pytest.raises(ConfigError, match="scope.embeds"):
         Scope("host", embeds="all")
+
+
+def test_padded_links_are_trimmed_at_either_end() -> None:
+    html = '<a href=" /lead"><a href="/trail\t"><a href="\x0c/both "><a href=" #top ">'
+    assert links(html) == ["http://a.test/lead", "http://a.test/trail", "http://a.test/both"]
+
+
+def test_one_scope_judges_the_links_of_pages_in_turn() -> None:
+    """A scope shared by fetch threads sees the links of one page, then another's: each
+    link is judged against its own page."""
+    host, domain = Scope("host"), Scope("domain")
+    for _ in range(2):
+        assert host.check("http://a.test/x", "http://a.test/p") is None
+        assert host.check("http://a.test/x", "http://b.test/p") == "scope_host"
+        assert host.check("http://b.test/x", "http://b.test/p") is None
+        assert domain.check("http://w.a.test/x", "http://a.test/p") is None
+        assert domain.check("http://w.a.test/x", "http://b.test/p") == "scope_domain"
+
+
+def _reference_check(scope: Scope, url: str, source: str | None) -> str | None:
+    """Scope.check as its policy reads, one step at a time (links only, no patterns)."""
+    if len(url) > scope.max_url_length:
+        return "too_long"
+    segments = [segment for segment in parse._path(url).split("/") if segment]
+    if len(segments) > scope.max_path_depth:
+        return "path_depth"
+    if any(segments.count(s) >= scope.max_segment_repeat for s in segments):
+        return "segment_repeat"
+    if source is None or scope.mode == "any":
+        return None
+    host = parse.host_key(url)
+    if host == parse.host_key(source):
+        return None
+    if scope.mode == "host":
+        return "scope_host"
+    same = parse._key_domain(host) == parse._key_domain(parse.host_key(source))
+    return None if same else "scope_domain"
+
+
+SCOPE_PIECES = st.sampled_from(
+    ["http:", "https:", "//", "/", "?", ":", "a.test", "b.test", "w.a.test", ":81", "x", "y"]
+)
+URL_PIECES = st.lists(SCOPE_PIECES, max_size=10).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["host", "domain"]), URL_PIECES, URL_PIECES)
+def test_scope_check_reads_any_string_as_its_policy_does(mode: str, url: str, source: str) -> None:
+    """Canonical or not, a URL gets the reason (or the error) the policy's own steps give."""
+    scope = Scope(mode, max_path_depth=4, max_segment_repeat=2)
+
+    def outcome(check: Callable[[], str | None]) -> str | None:
+        try:
+            return check()
+        except URLError as exc:
+            return f"error: {exc.reason}"
+
+    expected = outcome(lambda: _reference_check(scope, url, source))
+    assert outcome(lambda: scope.check(url, source)) == expected
+    assert outcome(lambda: scope.check(url, "http://a.test/p")) == outcome(
+        lambda: _reference_check(scope, url, "http://a.test/p"))

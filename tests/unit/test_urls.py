@@ -528,3 +528,46 @@ def _outcome(
         return function(url, base, 2048)
     except (URLError, urls._Refusal) as exc:
         return f"refused: {exc.reason}"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "", "#f", "/", "//", "//H.test", "//H.test:8080/a#f", "//h.test:80/", "?", "?q#f",
+        "h", "h.html", "http", "http.html", "http:foo", "http:/h.test/a", "https:x",
+        "HTTP://A.test/x", "http://A.TEST:8080/p#f", "http://A.test", "http://A.test?q",
+        "http://a.test:80/", "http://a.test:080/", "http://a.test:65536/", "http://1.2.3.4/",
+        "http://A.XN--FA-HIA.de/", "http://a..test/", "http://.a.test/", "http://a.test./",
+        ".", "..", "./", "../", ".hidden", "..x", "./../a", "../../../a", "a/./b", "a/../b",
+    ],
+)
+@pytest.mark.parametrize("base", [None, "http://a.com/b/c.html?d", "https://x.org/"])
+def test_every_first_character_agrees_with_the_slow_path(ref: str, base: str | None) -> None:
+    """The fast path tells shapes apart by their first character: each shape, and each
+    near miss, comes out as the full parse has it."""
+    slow = _outcome(urls._slow, ref, base)
+    fast = _outcome(urls._fast, ref, base)
+    assert fast in (None, slow)
+    assert _outcome(canonicalize, ref, base) == slow
+
+
+def test_an_origin_is_judged_once_whatever_it_is_found_with() -> None:
+    """The fast path's verdict on an origin is cached by its spelling, and holds for every
+    path and fragment after it, and for one spelling in another case."""
+    assert canonicalize("http://A.Test:8080/x#f") == "http://a.test:8080/x"
+    assert canonicalize("http://A.Test:8080/y?q") == "http://a.test:8080/y?q"
+    assert canonicalize("http://A.Test:8080") == "http://a.test:8080/"
+    assert canonicalize("http://a.test:8080/z") == "http://a.test:8080/z"
+    assert urls._fast("http://A.Test:80/x", None, 2048) is None
+    assert canonicalize("http://A.Test:80/x") == "http://a.test/x"
+
+
+def test_the_origin_memo_keeps_no_spelling_longer_than_a_valid_origin() -> None:
+    """A page decides how long its links' hosts are; the memo's bound does not depend on it."""
+    urls._remembered_origin.cache_clear()
+    long_host = "a" * 60 + "." + "b" * 300_000 + ".test"
+    with pytest.raises(URLError):
+        canonicalize(f"http://{long_host}/x")
+    assert canonicalize("http://A.Test:8080/x") == "http://a.test:8080/x"
+    info = urls._remembered_origin.cache_info()
+    assert info.currsize == 1 and info.maxsize == 4096
