@@ -140,7 +140,34 @@ def _fields(head: bytes) -> dict[str, str]:
 
 def _timestamp(warc_date: str) -> str:
     """The 14 digits of a WARC-Date (``2024-05-01T12:00:00.25Z`` -> ``20240501120000``)."""
+    digits = (warc_date[:4] + warc_date[5:7] + warc_date[8:10] + warc_date[11:13]
+              + warc_date[14:16] + warc_date[17:19])
+    # The usual form: its first 19 characters hold all 14 digits, the rest none that count.
+    if warc_date[4:17:3] == "--T::" and digits.isascii() and digits.isdigit() and len(digits) == 14:
+        return digits
     return _NOT_DIGIT.sub("", warc_date.partition(".")[0])[:14].ljust(14, "0")
+
+
+def _content_type(block: bytes, start: int, end: int) -> str | None:
+    """``_fields(block[start:end]).get("content-type")``, block[start:end] being the header
+    lines of an HTTP head (from the CRLF that ends its first line) without the parse.
+
+    A line whose name is ``content-type`` (stripped and lowercased, as _fields reads it)
+    holds those bytes in the lowercased block: no decoding makes them out of others,
+    and no other character lowercases into them. So with no occurrence there is no such
+    line, and with one occurrence that starts a line and meets its colon, that line is the
+    first; any other block is parsed."""
+    lowered = block[start:end].lower()
+    count = lowered.count(b"content-type")
+    if count == 0:
+        return None
+    at = lowered.find(b"\r\ncontent-type:")
+    if count > 1 or at < 0:
+        return _fields(block[start:end]).get("content-type")
+    value_start = start + at + 15
+    value_end = block.find(b"\r\n", value_start, end)
+    value = block[value_start : end if value_end < 0 else value_end]
+    return (value.decode("ascii") if value.isascii() else value.decode("utf-8", "replace")).strip()
 
 
 # A URL whose key _plain_key computes: surt's rules leave its characters alone (no
@@ -244,10 +271,10 @@ def exchange_capture(
     status: str | None = None
     http_end = block.find(_HEAD_END)
     if block.startswith(b"HTTP/") and http_end >= 0:
-        status_line, _, rest = block[:http_end].partition(b"\r\n")
-        words = status_line.decode("latin-1").split(" ", 2)
+        line_end = block.find(b"\r\n")
+        words = block[:line_end].decode("latin-1").split(" ", 2)
         status = words[1] if len(words) > 1 else None
-        mime = _fields(b"\r\n" + rest).get("content-type")
+        mime = _content_type(block, line_end, http_end)
     if kind == "revisit":
         mime = "warc/revisit"
     return _capture(url, date, mime, status, digest)

@@ -55,9 +55,10 @@ records, their rotation and their recovery after a crash. Policy:
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import itertools
 import logging
+import math
 import os
 import re
 import socket
@@ -90,9 +91,6 @@ _TAIL = 1 << 22
 # A gzip member header as ISA-L or zlib writes it: magic, deflate, no flags, mtime 0,
 # XFL (0, 2 or 4), OS (ISA-L: 255).
 _MEMBER_START = re.compile(rb"\x1f\x8b\x08\x00\x00\x00\x00\x00[\x00\x02\x04][\x00-\xff]")
-_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_B32_PAIRS = [a + b for a in _B32 for b in _B32]
-_PAIR_SHIFTS = range(150, -10, -10)
 _TYPE_RE = re.compile(rb"\r\nWARC-Type: *([A-Za-z]+)")
 # The records a cut may follow: hive writes a metadata record only after its response.
 _KEPT = (b"response", b"revisit", b"metadata")
@@ -118,17 +116,35 @@ class Original(NamedTuple):
     record_id: str
 
 
-@functools.lru_cache(maxsize=4)
-def _warc_second(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S")
+def _warc_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+# The last second formatted and its text, one tuple so that a thread reads a matching pair.
+_last_second: tuple[int, str] = (0, _warc_second(0))
 
 
 def warc_date(ts: float) -> str:
     """A WARC-Date with microseconds, as WARC/1.1 allows: ``2024-05-01T12:00:00.250000Z``.
 
-    strftime runs once per second of the clock; the microseconds are appended."""
-    moment = datetime.fromtimestamp(ts, UTC)
-    return f"{_warc_second(moment.replace(microsecond=0))}.{moment.microsecond:06d}Z"
+    strftime runs once per second of the clock; the microseconds are appended. They are
+    rounded as datetime.fromtimestamp rounds them (half to even, a million carried into
+    the second), so the text is its strftime's without a datetime built per call."""
+    global _last_second
+    fraction, whole = math.modf(ts)
+    micro = round(fraction * 1e6)
+    if micro >= 1_000_000:
+        micro -= 1_000_000
+        whole += 1
+    elif micro < 0:
+        micro += 1_000_000
+        whole -= 1
+    second = int(whole)
+    cached, text = _last_second
+    if cached != second:
+        text = _warc_second(second)
+        _last_second = (second, text)
+    return f"{text}.{micro:06d}Z"
 
 
 def sha1_digest(data: bytes) -> str:
@@ -136,11 +152,37 @@ def sha1_digest(data: bytes) -> str:
     return digest_text(hashlib.sha1(data).digest())
 
 
+def _spread_steps() -> list[tuple[int, int, int]]:
+    """(high mask, low mask, shift) of each step that moves the 5-bit groups of a 160-bit
+    number into bytes of their own: two 128-bit lanes of 80 bits, halved five times."""
+
+    def lanes(lane: int, width: int) -> int:
+        return sum(((1 << width) - 1) << start for start in range(0, 256, lane))
+
+    steps = []
+    width, lane = 80, 128
+    while width > 5:
+        low = lanes(lane, width // 2)
+        steps.append((lanes(lane, width) ^ low, low, lane // 2 - width // 2))
+        width, lane = width // 2, lane // 2
+    return steps
+
+
+_SPREAD = _spread_steps()
+_LOW_80 = (1 << 80) - 1
+# Bytes 0-31 to the base32 digits, every other byte (those of "sha1:") to itself.
+_B32_DIGITS = bytes.maketrans(bytes(range(32)), b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+
+
 def digest_text(sha1: bytes) -> str:
     """``sha1:`` and the base32 form of a SHA-1 digest."""
-    # base64.b32encode is pure Python before 3.13 (~12 us); 160 bits are 16 pairs of digits.
+    # base64.b32encode is pure Python before 3.13 (~6 us). Five mask-and-shift steps on
+    # the whole number give each digit a byte, which one translate spells (~1.4 us).
     n = int.from_bytes(sha1, "big")
-    return "sha1:" + "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in _PAIR_SHIFTS])
+    spread = ((n >> 80) << 128) | (n & _LOW_80)
+    for high, low, shift in _SPREAD:
+        spread = ((spread & high) << shift) | (spread & low)
+    return (b"sha1:" + spread.to_bytes(32, "big")).translate(_B32_DIGITS).decode("ascii")
 
 
 class _RecordIds:
@@ -148,31 +190,37 @@ class _RecordIds:
 
     uuid.uuid4() reads 16 bytes from os.urandom per record, a system call that
     also lets go of the GIL. Here 122 random bits come from os.urandom once
-    per process (and again after a fork), and each ID adds a counter to them:
+    per process (and again in a forked child), and each ID adds a counter to them:
     unique, well-formed (version 4, RFC 4122 variant), not unpredictable, which
-    a record ID need not be.
+    a record ID need not be. The text of the upper 80 bits, which the counter
+    changes once in 2**48 IDs, is kept; an ID formats only its last 12 digits.
     """
 
     def __init__(self) -> None:
-        self._pid = -1
-        self._base = 0
-        self._next = 0
-        self._lock = threading.Lock()
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._base = int.from_bytes(os.urandom(16), "big")
+        # next() on a count is atomic under the GIL: no lock.
+        self._count = itertools.count(1)
+        # (upper 80 bits, their text), one tuple so that a thread reads a matching pair.
+        self._upper: tuple[int, str] = (-1, "")
 
     def __call__(self) -> str:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._base = int.from_bytes(os.urandom(16), "big")
-                self._next = 0
-            self._next += 1
-            n = (self._base + self._next) & _UUID_RANDOM
-        h = f"{n | _UUID_V4:032x}"
-        return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+        n = ((self._base + next(self._count)) & _UUID_RANDOM) | _UUID_V4
+        upper, text = self._upper
+        if n >> 48 != upper:
+            upper = n >> 48
+            h = f"{upper:020x}"
+            text = f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:]}-"
+            self._upper = (upper, text)
+        return f"{text}{n & _LOW_48:012x}>"
 
 
 _UUID_V4 = (4 << 76) | (2 << 62)
 _UUID_RANDOM = ((1 << 128) - 1) ^ (0xF << 76) ^ (0x3 << 62)
+_LOW_48 = (1 << 48) - 1
 record_id = _RecordIds()
 
 
@@ -204,6 +252,35 @@ def rewrite_transfer_encoding(headers: Headers) -> list[tuple[str, str]]:
         ("X-Crawler-Transfer-Encoding" if name.lower() == "transfer-encoding" else name, value)
         for name, value in headers
     ]
+
+
+def _one_line(value: str) -> str:
+    """value with each CR and LF replaced by a space, as _head_lines cleans a field."""
+    return value.replace("\r", " ").replace("\n", " ")
+
+
+def _encode(text: str) -> bytes:
+    """A head's text as _head_lines encodes it: Latin-1, UTF-8 if it holds wider characters."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
+
+
+def _response_head(status_line: str, headers: Headers) -> bytes:
+    """``http_head(status_line, rewrite_transfer_encoding(headers))``, built as one string.
+
+    A name that lowercases to ``transfer-encoding`` leaves that word in the lowercased
+    text, so a head without it (nearly every one) needs no renaming and no lower() per
+    header; any other head takes the general path."""
+    text = "\r\n".join([status_line, *[f"{name}: {value}" for name, value in headers], "", ""])
+    if (
+        "transfer-encoding" in text.lower()
+        or text.count("\n") != len(headers) + 2
+        or text.count("\r") != len(headers) + 2
+    ):
+        return http_head(status_line, rewrite_transfer_encoding(headers))
+    return _encode(text)
 
 
 def warc_record(fields: Sequence[tuple[str, str]], block: bytes) -> bytes:
@@ -437,66 +514,76 @@ class WarcWriter:
         response (or revisit) record is.
         """
         when = warc_date(self._now() if date is None else date)
-        request_block = request
-        head = http_head(status_line, rewrite_transfer_encoding(response_headers))
-        response_block = head if original is not None else head + body
+        head = _response_head(status_line, response_headers)
+        request_id, response_id = record_id(), record_id()
+        digest = hashlib.sha1(head)
+        if original is None:
+            digest.update(body)
         payload = digest_text(payload_sha1 or hashlib.sha1(body).digest())
-        request_fields = [
-            ("WARC-Type", "request"),
-            ("WARC-Record-ID", record_id()),
-            ("WARC-Date", when),
-            ("WARC-Target-URI", url),
-            ("Content-Type", "application/http; msgtype=request"),
-            ("WARC-Block-Digest", sha1_digest(request_block)),
-        ]
-        response_fields = [
-            ("WARC-Type", "response" if original is None else "revisit"),
-            ("WARC-Record-ID", record_id()),
-            ("WARC-Date", when),
-            ("WARC-Target-URI", url),
-            ("Content-Type", "application/http; msgtype=response"),
-            ("WARC-Block-Digest", sha1_digest(response_block)),
-            ("WARC-Payload-Digest", payload),
-            ("WARC-Concurrent-To", request_fields[1][1]),
-        ]
-        if original is not None:
-            response_fields += [
-                ("WARC-Profile", REVISIT_PROFILE),
-                ("WARC-Refers-To-Target-URI", original.uri),
-                ("WARC-Refers-To-Date", original.date),
-            ]
+        # Each head is one string, as warc_record would join it: only the caller's values can
+        # hold a CR or LF (the ids, dates and digests are ours), so only they are cleaned.
+        target = url
+        if "\r" in url or "\n" in url or (ip and ("\r" in ip or "\n" in ip)):
+            target, ip = _one_line(url), (_one_line(ip) if ip else ip)
+        address = f"WARC-IP-Address: {ip}\r\n" if ip else ""
+        request_head = _encode(
+            f"WARC/1.1\r\nWARC-Type: request\r\nWARC-Record-ID: {request_id}\r\n"
+            f"WARC-Date: {when}\r\nWARC-Target-URI: {target}\r\n"
+            f"Content-Type: application/http; msgtype=request\r\n"
+            f"WARC-Block-Digest: {sha1_digest(request)}\r\n"
+            f"WARC-Concurrent-To: {response_id}\r\n{address}"
+        )
+        if original is None:
+            kind, block_length = "response", len(head) + len(body)
+            refers = ""
+            if truncated is not None:
+                address += f"WARC-Truncated: {_one_line(truncated)}\r\n"
+        else:
+            kind, block_length = "revisit", len(head)
+            refers = (
+                f"WARC-Profile: {REVISIT_PROFILE}\r\n"
+                f"WARC-Refers-To-Target-URI: {_one_line(original.uri)}\r\n"
+                f"WARC-Refers-To-Date: {_one_line(original.date)}\r\n"
+            )
             if original.record_id:
-                response_fields.append(("WARC-Refers-To", original.record_id))
-        request_fields.append(("WARC-Concurrent-To", response_fields[1][1]))
-        if ip:
-            request_fields.append(("WARC-IP-Address", ip))
-            response_fields.append(("WARC-IP-Address", ip))
-        if truncated is not None and original is None:
-            response_fields.append(("WARC-Truncated", truncated))
+                refers += f"WARC-Refers-To: {_one_line(original.record_id)}\r\n"
+        response_head = _encode(
+            f"WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {response_id}\r\n"
+            f"WARC-Date: {when}\r\nWARC-Target-URI: {target}\r\n"
+            f"Content-Type: application/http; msgtype=response\r\n"
+            f"WARC-Block-Digest: {digest_text(digest.digest())}\r\n"
+            f"WARC-Payload-Digest: {payload}\r\nWARC-Concurrent-To: {request_id}\r\n"
+            f"{refers}{address}"
+        )
         metadata = b"" if hop_path is None or not self.metadata_records else gzip_member(
-            metadata_record(url, when, response_fields[1][1], via, hop_path), self.gzip_level
+            metadata_record(url, when, response_id, via, hop_path), self.gzip_level
         )
         # The index's capture, from the fields as given, before the lock is taken.
-        found = cdxj.exchange_capture(response_fields[0][1], url, when, payload, head)
+        found = cdxj.exchange_capture(kind, url, when, payload, head)
         # Compression runs under the lock: the header names the file's warcinfo, which
         # only the lock holder knows, and ~60 us a pair is far below a worker's page rate.
         with self._lock:
             current = self._file if self._file is not None else self._open()
-            info = [("WARC-Warcinfo-ID", current.info_id)]
+            info = f"WARC-Warcinfo-ID: {current.info_id}\r\nContent-Length: "
             level = self.gzip_level
-            request = gzip_member(warc_record(request_fields + info, request_block), level)
-            record = warc_record(response_fields + info, response_block)
+            request = gzip_member(b"".join([
+                request_head, f"{info}{len(request)}\r\n\r\n".encode(), request, b"\r\n\r\n",
+            ]), level)
+            warc_head = b"".join([response_head, f"{info}{block_length}\r\n\r\n".encode()])
+            record = b"".join(
+                [warc_head, head, b"\r\n\r\n"] if original is not None
+                else [warc_head, head, body, b"\r\n\r\n"]
+            )
             response = gzip_member(record, level)
             offset = current.size + len(request)
             current.write(b"".join([request, response, metadata]))
             # Heads that reach HEAD_BYTES: the capture a reader of the file would take.
-            if len(record) - (len(response_block) - len(head)) >= cdxj.HEAD_BYTES:
+            if len(warc_head) + len(head) + 4 >= cdxj.HEAD_BYTES:
                 current.note(cdxj.capture(record[: cdxj.HEAD_BYTES]), offset, len(response))
             else:
                 current.note(found, offset, len(response))
             self._records += 3 if metadata else 2
-            where = WarcLocation(current.final_name, offset, len(response),
-                                 response_fields[1][1], when)
+            where = WarcLocation(current.final_name, offset, len(response), response_id, when)
             finished = self._finish() if current.size >= self.max_file_bytes else None
         if finished is not None:
             finished.index()

@@ -185,3 +185,48 @@ def test_the_lines_the_writer_keeps_are_those_read_back_from_its_files(tmp_path:
         lines += len(kept.splitlines())
     assert lines == len(odd) + 100
     assert reference(*warcs, tmp=tmp_path).count("\n") == lines
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nCONTENT-TYPE:text/plain \r\nX: y\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n Content-Type : a/b\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nX: content-type: q\r\nContent-Type: a/b\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: a/b\r\ncontent-type: c/d\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: \xe9t\xe2\x82\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n\xc2\x85Content-Type: a/b\r\nY: \xe2\x82\xac\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: a\rb\nc\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type:\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: a/b",
+    b"HTTP/1.1\r\nContent-Type: a/b\r\n\r\n",
+])
+def test_exchange_capture_reads_the_head_as_its_fields_do(head: bytes) -> None:
+    """The mime taken from the one ``content-type`` occurrence is the one the full parse of
+    the header lines (_fields) gives: names stripped and lowercased, the first kept,
+    values decoded as the whole head is."""
+    http_end = head.find(b"\r\n\r\n")
+    expected = None
+    if http_end >= 0:
+        rest = head[:http_end].partition(b"\r\n")[2]
+        expected = cdxj._fields(b"\r\n" + rest).get("content-type")
+    found = cdxj.exchange_capture("response", "http://a.test/", "2024-06-01T12:00:00Z", None, head)
+    if expected is None:
+        assert '"mime"' not in found.fields
+    else:
+        mime = cdxj._json_string(cdxj._MIME_END.split(expected, 1)[0].strip())
+        assert f', "mime": {mime}' in found.fields
+
+
+@pytest.mark.parametrize(("date", "stamp"), [
+    ("2024-06-01T12:00:00.250000Z", "20240601120000"),
+    ("2024-06-01T12:00:00Z", "20240601120000"),
+    ("2024-06-01T12:00Z", "20240601120000"),
+    ("2024-06-01", "20240601000000"),
+    ("2024-06-01T12:00:0\u0663Z", "2024060112000\u0663"),
+    ("2024-06-01T12:00:0\u00b2Z", "20240601120000"),
+    ("2024/06/01 12:00:00", "20240601120000"),
+])
+def test_timestamp_of_usual_and_odd_dates(date: str, stamp: str) -> None:
+    assert cdxj._timestamp(date) == stamp

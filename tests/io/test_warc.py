@@ -566,3 +566,43 @@ def test_the_request_record_is_the_request_as_the_server_received_it(tmp_path: P
     assert b"\r\nX-Odd-CASE:  two spaces\r\nfrom:crawler@example.test\r\n" in blocks[1]
     assert b"\r\nCookie: s=1\r\n" in blocks[2]
     assert blocks == server.requests
+
+
+def test_digest_text_is_base32() -> None:
+    import base64
+
+    for sha1 in (bytes(20), b"\xff" * 20, *(os.urandom(20) for _ in range(2000))):
+        assert warc.digest_text(sha1) == "sha1:" + base64.b32encode(sha1).decode()
+
+
+def test_warc_date_rounds_as_datetime() -> None:
+    """Microseconds half to even, a million carried into the next second, as
+    datetime.fromtimestamp rounds them."""
+    for ts in (CLOCK + 0.0000005, CLOCK + 0.0000015, CLOCK + 0.9999995, 1.4999995, 59.9999999,
+               -0.0000005, -1.5, 1e9 + 0.5e-6, *(CLOCK + n / 7 for n in range(200))):
+        expected = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert warc_date(ts) == expected, ts
+
+
+def test_record_ids_carry_into_their_upper_digits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept text of the upper 80 bits follows the counter's carry out of the last 48."""
+    ids = warc._RecordIds()
+    monkeypatch.setattr(ids, "_base", (1 << 48) - 3)
+    values = [ids()[10:-1] for _ in range(6)]
+    expected = [uuid.UUID(int=(((1 << 48) - 3 + k) & warc._UUID_RANDOM) | warc._UUID_V4)
+                for k in range(1, 7)]
+    assert values == [str(value) for value in expected]
+
+
+@pytest.mark.parametrize("headers", [
+    [("Content-Type", "text/html"), ("Content-Length", "5")],
+    [("Transfer-Encoding", "chunked"), ("X", "1")],
+    [("TRANSFER-encoding", "chunked")],
+    [("Vary", "Transfer-Encoding")],
+    [("X", "a\r\nInjected: 1"), ("Y", "\xe9")],
+    [("X", "\u20ac"), ("Transfer-Encoding\n", "chunked")],
+    [],
+])
+def test_response_head_is_http_head_of_the_renamed_headers(headers: list[tuple[str, str]]) -> None:
+    assert warc._response_head("HTTP/1.1 200 OK", headers) == http_head(
+        "HTTP/1.1 200 OK", rewrite_transfer_encoding(headers))
