@@ -90,6 +90,10 @@ OUTCOME_KINDS: tuple[Kind, ...] = (
 _MAX_INTERIM = 5  # 1xx responses (102, 103) skipped before the final one
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f]")
+# A URL as hive.core.urls.canonicalize writes it, with (scheme, host, port or None, target)
+# as _any_request reads them: a host of name characters, a port without leading zeros,
+# a target of printable ASCII with no fragment.
+_CANONICAL = re.compile(r"(https?)://([a-z0-9._-]+)(?::([1-9][0-9]{0,4}))?(/[!\"$-~]*)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -236,7 +240,7 @@ class Fetcher:
             stats["fetch/bytes"] += len(result.raw_body)
             stats["fetch/connections/opened"] += progress.opened
             stats["fetch/connections/reused"] += progress.reused
-            name = f"fetch/outcome/{result.outcome}"
+            name = "fetch/outcome/" + result.outcome  # a str: no Enum.__format__ per fetch
             stats[name] = stats.get(name, 0) + 1
         return result
 
@@ -263,6 +267,22 @@ class Fetcher:
 
     def _request(self, url: str) -> tuple[str, str, int, bytes]:
         """(scheme, host, port, request bytes) for url; ValueError if it cannot be sent."""
+        # A canonical URL, the only kind a crawl fetches, is read by one match; anything
+        # else, allowed or not, is left to the general reading below.
+        match = _CANONICAL.fullmatch(url)
+        if match is None:
+            return self._any_request(url)
+        scheme, host, port_text, target = match.groups()
+        default = _DEFAULT_PORTS[scheme]
+        port = default if port_text is None else int(port_text)
+        if port > 65535:
+            return self._any_request(url)  # refused there, in urlsplit's words
+        host_header = host if port == default else f"{host}:{port}"
+        head = f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\n".encode("ascii")
+        return scheme, host, port, head + self._request_tail
+
+    def _any_request(self, url: str) -> tuple[str, str, int, bytes]:
+        """What ``_request`` answers for any URL, canonical or not."""
         parts = urlsplit(url)
         scheme, host = parts.scheme, parts.hostname
         if scheme not in _DEFAULT_PORTS:
@@ -390,6 +410,8 @@ class Fetcher:
                     progress.truncated = True
                     return
                 progress.chunks.append(piece)
+                if response.length == 0:
+                    break  # the Content-Length is in: read1 would answer b"" without a receive
             if response.length:
                 raise http.client.IncompleteRead(b"", response.length)
             if not response.will_close:
@@ -408,7 +430,7 @@ class Fetcher:
         raw.deadline = deadline
         progress.phase = "send"
         raw.bound_wait()
-        conn.sock.sendall(request)
+        conn.send(request)
         progress.phase = "head"
         for _ in range(_MAX_INTERIM + 1):
             # http.client reads through conn.makefile(), that is the deadline-bound reader.

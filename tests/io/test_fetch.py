@@ -42,6 +42,7 @@ from hive.fetch.headers import (
     resolve_location,
     robots_nofollow,
 )
+from hive.fetch.pool import Connection
 from hive.fetch.proxy import Proxy
 from hive.fetch.response import Headers, read_header_lines
 from tests.proxyserver import ConnectProxy
@@ -213,6 +214,47 @@ def test_request_goes_to_the_address_with_the_url_host(serve: Any, make_fetcher:
 def test_default_port_is_left_out_of_host(make_fetcher: Any) -> None:
     _, _, _, request = make_fetcher()._request("http://Site.Test:80")
     assert request.startswith(b"GET / HTTP/1.1\r\nHost: site.test\r\n")
+
+
+def test_a_request_larger_than_the_send_buffer_is_sent_whole() -> None:
+    """What one write to the socket leaves over is sent by sendall, bounded by the socket's
+    timeout: the peer gets the bytes whole and in order."""
+    ours, theirs = socket.socketpair()
+    data = bytes(range(256)) * 8192  # 2 MiB, more than a socket buffer holds
+    received = bytearray()
+
+    def drain() -> None:
+        time.sleep(0.2)  # the first write fills the buffer and returns short
+        while len(received) < len(data):
+            received.extend(theirs.recv(65536))
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    ours.settimeout(5.0)
+    conn = Connection(("http", "127.0.0.1", 80, "", ""), ours)
+    try:
+        conn.send(data)
+        reader.join(5)
+        assert bytes(received) == data
+    finally:
+        conn.close()
+        theirs.close()
+
+
+def test_a_body_ends_at_its_content_length_on_a_kept_alive_connection(
+    serve: Any, make_fetcher: Any
+) -> None:
+    """The body is read up to Content-Length and no further: the next response on the
+    connection starts where it ended, and an empty body reads as one."""
+    replies = iter([response("200 OK", {}, b"first"), response("204 No Content", {}),
+                    response("200 OK", {}, b""), response("200 OK", {}, b"last")])
+    server = serve(lambda srv, sock, head: sock.sendall(next(replies)) or True)
+    fetcher = make_fetcher()
+    results = [get(fetcher, server, f"/{i}") for i in range(4)]
+    assert [(r.outcome, r.body) for r in results] == [
+        ("ok", b"first"), ("ok", b""), ("ok", b""), ("ok", b"last"),
+    ]
+    assert server.connections == 1
 
 
 def test_404_is_an_http_outcome(serve: Any, make_fetcher: Any) -> None:

@@ -6,13 +6,18 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
+from hive.core.urls import canonicalize
+from hive.errors import URLError
+from hive.fetch.client import _CANONICAL, Fetcher
 from hive.procs.worker import Worker
 from hive.storage.verify import verify_store
 
@@ -87,3 +92,43 @@ def test_each_spelling_is_asked_for_as_itself(site: tuple[int, list[str]], tmp_p
         "/", "/a", "/a?", "/b?%zz&x=%4", "/robots.txt", "/s?PHPSESSID=0123456789abcdef&p=1",
         "/s?p=1&sid=42",
     ]
+
+
+URL_PIECES = st.sampled_from([
+    "http://", "https://", "HTTP://", "ftp://", "a", "Z", "0", "-", ".", "_", ":", "/", "?", "#",
+    "@", "[", "]", "%", "~", '"', " ", "\t", "\n", "\x00", "\x7f", "é", ":80", ":443", ":0",
+    ":080", ":8080", ":65535", ":65536", ":99999",
+])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(["http://", "https://", ""]), st.lists(URL_PIECES, max_size=12))
+def test_the_canonical_fast_path_asks_as_the_general_reading(
+    prefix: str, pieces: list[str]
+) -> None:
+    """The request a URL makes (or the ValueError it raises) is the same whether the
+    canonical-URL match reads it or urlsplit does."""
+    fetcher = Fetcher("ua", 1, 1, 1, 1, 1, 1)
+    url = prefix + "".join(pieces)
+
+    def read(how: Callable[[str], tuple[str, str, int, bytes]]) -> object:
+        try:
+            return how(url)
+        except ValueError as exc:
+            return str(exc)
+
+    assert read(fetcher._request) == read(fetcher._any_request)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["http", "https"]), st.from_regex(r"[a-z0-9-]{1,8}(\.[a-z0-9-]{1,8}){0,2}",
+       fullmatch=True), st.sampled_from(["", ":80", ":443", ":8080"]),
+       st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF), max_size=20))
+def test_canonical_urls_take_the_fast_path(scheme: str, host: str, port: str, path: str) -> None:
+    try:
+        url = canonicalize(f"{scheme}://{host}{port}/{path}")
+    except URLError:
+        return
+    fetcher = Fetcher("ua", 1, 1, 1, 1, 1, 1)
+    assert _CANONICAL.fullmatch(url) is not None, url
+    assert fetcher._request(url) == fetcher._any_request(url)
