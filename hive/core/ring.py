@@ -30,6 +30,9 @@ from collections.abc import Iterable, Mapping
 import mmh3
 
 DEFAULT_VNODES = 2048
+# Host keys whose owner a ring remembers (a look-up is a hash and a bisection, a remembered
+# one a dict read); the memo is cleared when full, so it holds at most this many.
+OWNER_MEMO = 100_000
 MAX_PROCS = 65535
 MAX_VNODES = 65536
 MAX_SEED = 0xFFFFFFFF
@@ -46,7 +49,7 @@ def _check(name: str, value: object, low: int, high: int) -> int:
 class Ring:
     """Maps host keys to worker indexes ``0..procs-1``; immutable once built."""
 
-    __slots__ = ("procs", "vnodes", "seed", "_points", "_owners")
+    __slots__ = ("procs", "vnodes", "seed", "_points", "_owners", "_memo")
 
     def __init__(self, procs: int, vnodes: int = DEFAULT_VNODES, seed: int = 0) -> None:
         self.procs = _check("procs", procs, 1, MAX_PROCS)
@@ -62,6 +65,7 @@ class Ring:
         )
         self._points: list[int] = [p >> 16 for p in placed]
         self._owners: list[int] = [p & 0xFFFF for p in placed]
+        self._memo: dict[str, int] = {}
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Ring:
@@ -80,6 +84,14 @@ class Ring:
 
     def owner(self, host_key: str) -> int:
         """The index of the worker that owns ``host_key``."""
+        owner = self._memo.get(host_key)
+        if owner is None:
+            if len(self._memo) >= OWNER_MEMO:
+                self._memo.clear()
+            owner = self._memo[host_key] = self._place(host_key)
+        return owner
+
+    def _place(self, host_key: str) -> int:
         key = mmh3.hash64(host_key.encode("utf-8", "surrogatepass"), self.seed, signed=False)[0]
         i = bisect_left(self._points, key)
         return self._owners[i if i < len(self._points) else 0]

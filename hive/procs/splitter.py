@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 SUPERVISOR = wire.SUPERVISOR_ORIGIN
 DRAIN_PER_TURN = 1000
 RECEIVE_HWM = 10_000
-# Hosts whose owner is remembered (a ring lookup is a hash and a bisection); cleared when full.
-OWNER_CACHE = 100_000
 
 
 class Splitter:
@@ -48,7 +46,6 @@ class Splitter:
         self.endpoints = endpoints
         self.ring = ring
         self.overflow_limit = overflow
-        self._owners: dict[str, int] = {}
         self.counts = {"splitter/batches": 0, "splitter/parts": 0, "splitter/acks": 0,
                        "splitter/shed": 0, "splitter/bad": 0}
         self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
@@ -113,19 +110,11 @@ class Splitter:
         self.counts["splitter/batches"] += 1
         groups: dict[int, list[bytes]] = {}
         for host, data in routes:
-            groups.setdefault(self._owner(host), []).append(data)
+            groups.setdefault(self.ring.owner(host), []).append(data)
         parts = len(groups)
         for part, (owner, records) in enumerate(sorted(groups.items())):
             self.send(owner, wire.encode_admit_data(origin, seq, part, parts, records))
             self.counts["splitter/parts"] += 1
-
-    def _owner(self, host: str) -> int:
-        owner = self._owners.get(host)
-        if owner is None:
-            if len(self._owners) >= OWNER_CACHE:
-                self._owners.clear()
-            owner = self._owners[host] = self.ring.owner(host)
-        return owner
 
     def loop_once(self, now: float) -> float:
         """Route what has arrived, flush the overflow; returns the seconds to wait at most."""

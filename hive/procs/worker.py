@@ -2,8 +2,10 @@
 
 The frontier thread is the only one that touches the frontier and its LMDB
 store (no locks around it). Each turn of ``loop_once(now)`` it applies the
-outcomes the fetch threads finished, hands discovered links to ``on_links``
-(standalone: admitted here; in the hive: the outbox to the splitter), leases
+outcomes the fetch threads finished, admits the discovered links whose hosts
+it owns under the hive's ring and hands the others to ``on_links`` (standalone,
+with no ring: all of them, admitted here; in the hive: the outbox to the
+splitter, which would only route an owned link back), leases
 URLs until each thread has one to fetch and a backlog waits (``max_leases``),
 screens them by their origin's robots.txt rules, commits once (group commit;
 a lease is on disk before its fetch starts), and only then dispatches the
@@ -289,15 +291,31 @@ class Worker:
             self.counts["links/truncated_pages"] += fetched.links_truncated
 
     def _hand_on(self, fetched: Fetched, now: float) -> None:
-        """Hand a page's links on before its outcome is recorded, in the same transaction.
+        """Admit a page's links to owned hosts and hand the others on before its outcome is
+        recorded, in the same transaction.
 
-        If they cannot be (a bug: the outbox splits what the wire limits), the page
-        is not done: its outcome becomes ``handoff_failed``, which the frontier
-        retries, so no page ends ``ok`` with its links lost. A storage error stops
-        the worker, as everywhere.
+        A link to a host this worker owns needs no round trip: the ring does not change
+        while the hive runs (a resize happens offline, hive/procs/resize.py), so the
+        splitter would send it straight back; admitted here it is on disk with the
+        page's outcome, as an outbox entry would be. If the others cannot be handed on
+        (a bug: the outbox splits what the wire limits), the page is not done: its
+        outcome becomes ``handoff_failed``, which the frontier retries, so no page
+        ends ``ok`` with its links lost (the ones admitted are seen, not lost). A
+        storage error stops the worker, as everywhere.
         """
+        links = fetched.links
+        if self.ring is not None:
+            owner, me = self.ring.owner, self.worker_id
+            mine = [record for record in links if owner(record.host_key) == me]
+            if mine:
+                self.frontier.admit(mine, now)
+                self.counts["links/admitted_here"] += len(mine)
+                links = [] if len(mine) == len(links) else [
+                    record for record in links if owner(record.host_key) != me]
+        if not links:
+            return
         try:
-            self.on_links(fetched.links, now)
+            self.on_links(links, now)
         except StoreError:
             raise
         except Exception as exc:
