@@ -3,12 +3,16 @@ are started (SIGINT ignored), and a role that cannot start."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import multiprocessing
 import platform
 import resource
 import signal
 import subprocess
 import sys
 import threading
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
@@ -49,6 +53,34 @@ def test_a_child_spawned_quietly_ignores_sigint_and_no_ctrl_c_is_lost() -> None:
         signal.signal(signal.SIGINT, before)
     assert child.stdout.strip() == "True"
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def _main_module_imported(answer: Connection) -> None:
+    """Send the file of the main module spawn ran again in this child (None if none)."""
+    answer.send(getattr(sys.modules.get("__mp_main__"), "__file__", None))
+
+
+def test_a_child_spawned_quietly_does_not_import_the_parents_main_module_again() -> None:
+    """hive's children run hive.procs functions on plain data: the CLI stays out of them."""
+    spawn = multiprocessing.get_context("spawn")
+    main = sys.modules["__main__"]
+    spec, path = main.__spec__, getattr(main, "__file__", None)
+    # A main module spawn runs again, as `python -m cli` has (it skips "pytest.__main__").
+    main.__spec__ = importlib.util.find_spec("pytest")
+    answers: list[str | None] = []
+    try:
+        for quietly in (False, True):
+            mine, theirs = spawn.Pipe()
+            child = spawn.Process(target=_main_module_imported, args=(theirs,))
+            with spawn_quietly() if quietly else contextlib.nullcontext():
+                child.start()
+            assert mine.poll(60), "the child answers"
+            answers.append(mine.recv())
+            child.join(30)
+    finally:
+        main.__spec__ = spec
+    assert answers == [importlib.util.find_spec("pytest.__main__").origin, None]
+    assert main.__spec__ is spec and getattr(main, "__file__", None) == path
 
 
 class CannotOpen:
