@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import gzip
 import hashlib
@@ -569,8 +570,6 @@ def test_the_request_record_is_the_request_as_the_server_received_it(tmp_path: P
 
 
 def test_digest_text_is_base32() -> None:
-    import base64
-
     for sha1 in (bytes(20), b"\xff" * 20, *(os.urandom(20) for _ in range(2000))):
         assert warc.digest_text(sha1) == "sha1:" + base64.b32encode(sha1).decode()
 
