@@ -306,12 +306,14 @@ class Worker:
         links = fetched.links
         if self.ring is not None:
             owner, me = self.ring.owner, self.worker_id
-            mine = [record for record in links if owner(record.host_key) == me]
+            mine: list[UrlRecord] = []
+            others: list[UrlRecord] = []
+            for record in links:
+                (mine if owner(record.host_key) == me else others).append(record)
             if mine:
                 self.frontier.admit(mine, now)
                 self.counts["links/admitted_here"] += len(mine)
-                links = [] if len(mine) == len(links) else [
-                    record for record in links if owner(record.host_key) != me]
+            links = others
         if not links:
             return
         try:
