@@ -11,8 +11,7 @@ the supervisor stops the hive instead of restarting it. A role whose ``open()``
 fails on a configuration, storage or OS error exits with ``START_FAILED`` after
 writing its one-line message to the file it was given, so the supervisor can
 stop the hive with that message instead of restarting the child in a loop.
-``faulthandler`` dumps every thread's stack on SIGUSR1. Once a role is open, what it
-built is frozen out of the cyclic collector's passes (``settle_collector``).
+``faulthandler`` dumps every thread's stack on SIGUSR1.
 
 Signals: the supervisor takes SIGINT and SIGTERM. Its children take only
 SIGTERM, the supervisor's word: a terminal's Ctrl-C goes to every process in
@@ -40,7 +39,6 @@ import ctypes
 import errno
 import faulthandler
 import fcntl
-import gc
 import logging
 import os
 import resource
@@ -68,9 +66,6 @@ STORE_FAILED = 75
 START_FAILED = 78
 # The most of a start failure's message a child leaves for the supervisor.
 FAILURE_CHARS = 2000
-# Allocations between collections of the cyclic collector's youngest generation (see
-# settle_collector; Python's default is 700).
-GC_YOUNG = 10_000
 
 
 class ExitCode(IntEnum):
@@ -307,7 +302,6 @@ class Runner:
                 self.failure_file.unlink()
         if not self._open():
             return START_FAILED
-        settle_collector()
         code = 0
         try:
             while not self.role.finished:
@@ -336,23 +330,6 @@ class Runner:
                 if code == 0:
                     raise
         return code
-
-
-def settle_collector() -> None:
-    """Leave what a process built to start (modules, configuration, the suffix list, open
-    stores) out of the cyclic collector's passes, and let it run less often.
-
-    Those objects live as long as the process: every full pass would walk them again
-    for nothing. The collector counts container objects made and not yet freed; a
-    page's objects go when their last reference does (a page's work makes few cycles),
-    so the count grows with what the worker keeps (queues, caches, host states), and a
-    pass every ``GC_YOUNG`` of them rather than Python's 700 saves most passes and
-    leaves a cycle's garbage waiting a little longer. Measured by bench/instructions.py:
-    3.5 % fewer instructions a page.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
 def describe(exc: BaseException) -> str:

@@ -1,5 +1,5 @@
-"""Process settings a worker applies to itself (open files, malloc arenas, the cyclic
-collector), how children are started (SIGINT ignored), and a role that cannot start."""
+"""Process settings a worker applies to itself (open files, malloc arenas), how children
+are started (SIGINT ignored), and a role that cannot start."""
 
 from __future__ import annotations
 
@@ -33,50 +33,6 @@ def test_malloc_arenas_are_capped_under_glibc() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=30, check=True)
     assert result.stdout.strip() == "True"
-
-
-# A role run in a child (the collector's settings are the process's): what open() built is
-# frozen, the youngest generation is collected every GC_YOUNG allocations, and a cycle
-# made in a turn is still collected after that many more.
-SETTLED = """
-import gc, weakref
-from hive.procs.lifecycle import GC_YOUNG, Runner
-
-class Cycle:
-    pass
-
-class Role:
-    stopping = False
-    finished = False
-
-    def open(self):
-        self.built = [Cycle() for _ in range(1000)]
-
-    def loop_once(self, now):
-        print(gc.get_freeze_count() >= len(self.built), gc.get_threshold()[0] == GC_YOUNG)
-        cycle = Cycle()
-        cycle.me = cycle
-        gone = weakref.ref(cycle)
-        del cycle
-        kept = [[] for _ in range(2 * GC_YOUNG)]
-        print(gone() is None)
-        self.finished = True
-        return 0.0
-
-    def wait(self, seconds):
-        pass
-
-    def close(self):
-        pass
-
-Runner(Role(), "worker 0").run()
-"""
-
-
-def test_a_role_runs_with_its_start_frozen_and_cycles_still_collected() -> None:
-    result = subprocess.run([sys.executable, "-c", SETTLED], capture_output=True, text=True,
-                            timeout=30, check=True)
-    assert result.stdout.split() == ["True", "True", "True"]
 
 
 IGNORED = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
