@@ -47,7 +47,8 @@ def _check(name: str, value: object, low: int, high: int) -> int:
 
 
 class Ring:
-    """Maps host keys to worker indexes ``0..procs-1``; immutable once built."""
+    """Maps host keys to worker indexes ``0..procs-1``; immutable once built (a memo of
+    owners aside, which only saves look-ups)."""
 
     __slots__ = ("procs", "vnodes", "seed", "_points", "_owners", "_memo")
 
