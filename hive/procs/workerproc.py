@@ -58,8 +58,9 @@ ANSWER_TTL = 60.0
 # hand it over themselves at every socket wait; the interpreter's forced hand-over (every
 # 5 ms by default) only cuts the stretches of Python that run without one (a page's parse,
 # a frontier turn), and each cut costs a pair of context switches. 50 ms took 2.8 % off the
-# crawl benchmark's CPU a page (median of 20 alternating pairs, bench/README.md); it delays
-# a response's bookkeeping, never a request: a host's clock starts when its response is read.
+# crawl benchmark's CPU a page (median of 20 alternating pairs, bench/README.md). A thread
+# may wait longer for the GIL, so a request can go out later, never sooner: a host's clock
+# starts when its response has been read.
 GIL_SWITCH_INTERVAL = 0.05
 
 
