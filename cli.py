@@ -560,8 +560,8 @@ def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
 def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     """Check a stopped hive's storage; exit 1 with the list of problems."""
     from hive.core.ring import Ring
+    from hive.frontier.verify import verify_data_dir
     from hive.procs.outbox import replay_data_dir
-    from hive.storage.verify import verify_data_dir
 
     try:
         state = DataDir(data_dir).read_state()

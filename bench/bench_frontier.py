@@ -36,8 +36,9 @@ from typing import Any
 import lmdb
 
 from hive import config
-from hive.core.frontier import Frontier, Outcome
 from hive.core.record import UrlRecord
+from hive.frontier.frontier import Frontier
+from hive.outcome import Outcome
 from hive.storage.schema import DB_NAMES
 
 OK = Outcome("ok", 200)

@@ -73,9 +73,9 @@ from typing import Any, NamedTuple
 
 from hive import config
 from hive.config import Config
-from hive.core.frontier import Frontier
 from hive.core.record import UrlRecord
 from hive.fetch.dns import DnsFailure
+from hive.frontier.frontier import Frontier
 from hive.procs.worker import Worker
 from hive.storage.datadir import DataDir
 from hive.testweb import Web, WebProcess

@@ -42,13 +42,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hive import config
-from hive.core.frontier import PAGE, Lease
-from hive.core.outcome import Kind
+from hive.core.lease import PAGE, Lease
 from hive.core.recentlinks import RecentLinks
 from hive.core.record import SITEMAP, UrlRecord
 from hive.core.urls import host_hash
 from hive.fetch.pipeline import Pipeline
 from hive.fetch.sitemaps import MAX_URLS, SitemapReader
+from hive.outcome import Kind
 
 ADDRESS = "127.0.0.2"
 HOST = "sm.bench.test"

@@ -22,9 +22,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from hive.core.outcome import parse_kinds
 from hive.errors import ConfigError
-from hive.fetch.proxy import Proxy
+from hive.netspec import Proxy, networks, parse_override
+from hive.outcome import parse_kinds
+from hive.plugins import load_object
 
 
 def _default_file() -> Traversable:
@@ -309,11 +310,7 @@ def _check_fetch(cfg: FetchConfig) -> None:
     if cfg.ca_dir and not Path(cfg.ca_dir).is_dir():
         raise ConfigError(f"fetch.ca_dir: no such directory: {cfg.ca_dir}")
     Proxy.parse(cfg.proxy, cfg.no_proxy)
-    for net in cfg.proxy_allow_nets:
-        try:
-            ipaddress.ip_network(net.strip(), strict=False)
-        except ValueError as exc:
-            raise ConfigError(f"fetch.proxy_allow_nets: bad network {net!r}: {exc}") from exc
+    networks("fetch.proxy_allow_nets", cfg.proxy_allow_nets)
     if cfg.ca_file:
         try:
             ssl.create_default_context(cafile=cfg.ca_file)
@@ -353,7 +350,7 @@ def _check_whole(cfg: Config) -> None:
     if cfg.sitemaps.base_level > cfg.frontier.levels:
         raise ConfigError(f"sitemaps.base_level: must be at most frontier.levels "
                           f"({cfg.frontier.levels}), got {cfg.sitemaps.base_level}")
-    _check_prioritizer(cfg.frontier.prioritizer)
+    load_object("frontier.prioritizer", cfg.frontier.prioritizer)
     if cfg.warc.gzip_level not in GZIP_LEVELS:
         raise ConfigError(
             f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
@@ -385,19 +382,9 @@ def _check_metrics(cfg: HiveConfig) -> None:
 
 def _check_dns(dns_cfg: DnsConfig) -> None:
     """dns.resolve and dns.allow_nets parse as the workers will parse them, before any starts."""
-    # Imported here: hive.fetch.dns imports this module's dataclasses.
-    from hive.fetch.dns import AddressGuard, DnsCache
-
-    DnsCache.from_config(dns_cfg)
-    AddressGuard.from_config(dns_cfg)
-
-
-def _check_prioritizer(path: str) -> None:
-    """frontier.prioritizer loads here as in every worker, before any starts."""
-    # Imported here: hive.core.frontier imports this module's dataclasses.
-    from hive.core.frontier.priority import load_prioritizer
-
-    load_prioritizer(path)
+    for entry in dns_cfg.resolve:
+        parse_override(entry)
+    networks("dns.allow_nets", dns_cfg.allow_nets)
 
 
 def from_dict(data: Mapping[str, Any]) -> Config:

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 import cli
 from hive import __version__, config
-from hive.core.frontier import Frontier
 from hive.core.ring import Ring
+from hive.frontier.frontier import Frontier
 from hive.procs import statustext
 from hive.procs.lifecycle import ExitCode
 from hive.procs.stats import WorkerReport

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from hive import config
-from hive.core.frontier import Outcome
+from hive.outcome import Outcome
 from hive.procs.children import CPU_WINDOW, Child
 from hive.procs.endpoints import Endpoints
 from hive.procs.stats import HiveStats, WorkerReport

@@ -28,8 +28,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
-from hive.core.frontier.hosts import HostState
+from hive.core.lease import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import fingerprint, host_hash, host_key
@@ -37,12 +36,15 @@ from hive.core.wire import decode_records
 from hive.fetch.revisits import decode as decode_payload
 from hive.fetch.revisits import encode as encode_payload
 from hive.fetch.warc import Original
+from hive.frontier.frontier import Frontier
+from hive.frontier.hosts import HostState
+from hive.frontier.verify import verify_data_dir
+from hive.outcome import Outcome
 from hive.procs.lifecycle import ExitCode
 from hive.procs.outbox import Outbox
 from hive.procs.resize import Move, batches, resize, resize_if_changed
 from hive.storage.datadir import DataDir
 from hive.storage.schema import DB_NAMES, url_key
-from hive.storage.verify import verify_data_dir
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.frontier.conftest import rec, small_config

@@ -1,3 +1,3 @@
-"""The pure core: URLs, the hash ring, politeness, the URL record and its wire
-format, and the two-stage frontier. It takes ``now`` and opens no socket, thread
-or HTTP connection; the frontier persists through :mod:`hive.storage`."""
+"""The pure core: canonical URLs, the hash ring, politeness delays, the URL record,
+its wire format and the lease that carries it to a fetch. It takes ``now`` and
+imports no socket, thread, process, HTTP module or store."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hive.config import PolitenessConfig
-from hive.core.outcome import Kind, parse_kinds
+from hive.outcome import Kind, parse_kinds
 
 
 @dataclass(frozen=True, slots=True)

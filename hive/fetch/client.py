@@ -12,7 +12,7 @@ Policy:
   address; the fetcher connects to exactly that address (an IP literal, nothing
   is looked up here) and uses the URL's host only for ``Host``, TLS SNI and the
   certificate check, or tunnels to that address through the configured proxy
-  (hive.fetch.proxy). No proxy is taken from the environment and no redirect is
+  (hive.netspec). No proxy is taken from the environment and no redirect is
   followed: a 3xx is an outcome whose target the frontier queues as a new URL.
 * **No retries but one.** A kept-alive connection that fails before a status
   line arrives is replaced once by a new one (the server may have closed it
@@ -61,13 +61,13 @@ from typing import cast
 from urllib.parse import urlsplit
 
 from hive.config import FetchConfig
-from hive.core.outcome import Kind
-from hive.core.outcome import kind as outcome_kind
 from hive.fetch.decoding import accept_encoding, decode_body
 from hive.fetch.headers import content_codings, parse_retry_after, resolve_location
 from hive.fetch.pool import Connection, IdlePool, PoolKey
-from hive.fetch.proxy import Proxy
 from hive.fetch.response import CHUNK, MAX_HEADER_LINE, Response, TotalTimeout
+from hive.netspec import Proxy
+from hive.outcome import Kind
+from hive.outcome import kind as outcome_kind
 
 log = logging.getLogger(__name__)
 

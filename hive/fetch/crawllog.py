@@ -7,7 +7,7 @@ it gave one), how it was reached from its seed (``hop``, its hop path:
 ``L`` a link, ``E`` an embed, ``R`` a redirect, one letter a hop, as Heritrix
 logs it; absent for a seed), and a message for failures and refusals. A refused URL's line
 has the outcome ``refused`` and its ``reason`` (the config key or scope rule
-that refused it; hive/core/frontier/refusals.py bounds how many). One file
+that refused it; hive/frontier/refusals.py bounds how many). One file
 per worker under ``DATA/logs/``, rotated past a size: the live file is
 ``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
 worker's frontier thread; lines are flushed at each commit.

@@ -43,7 +43,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
-import re
 import socket
 import threading
 import time
@@ -55,7 +54,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from hive.config import DnsConfig
-from hive.errors import ConfigError, HiveError
+from hive.errors import HiveError
+from hive.netspec import IPAddress, ip_literal, networks, normalize_host, parse_override
 
 if TYPE_CHECKING:
     import dns.resolver
@@ -66,8 +66,6 @@ FailureKind = Literal["nxdomain", "timeout", "no_address", "error"]
 
 Resolver = Callable[[str, float], tuple[list[str], float | None]]
 """``resolver(host, timeout) -> (addresses, ttl or None)``; raises :class:`DnsFailure`."""
-
-IPAddress = IPv4Address | IPv6Address
 
 HOSTS_FILE = Path("/etc/hosts")
 # Addresses whose guard verdict is remembered; the memory is cleared when full.
@@ -98,39 +96,6 @@ class Resolution:
         return self.error is None
 
 
-def _ip_literal(host: str) -> IPAddress | None:
-    text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if ":" not in text and not text.replace(".", "").isdigit():
-        return None  # a name: ipaddress takes only dotted decimal IPv4, and IPv6 has a colon
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
-
-
-def _normalize(host: str) -> str:
-    return host.strip().lower().removesuffix(".")
-
-
-_OVERRIDE_NAME = re.compile(r"(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*")
-
-
-def _parse_override(entry: str) -> tuple[str, tuple[str, ...]]:
-    name, sep, value = entry.partition("=")
-    name = _normalize(name)
-    if not sep or not name or not value.strip():
-        raise ConfigError(f"dns.resolve: expected HOST=IP, got {entry!r}")
-    if not _OVERRIDE_NAME.fullmatch(name) or _ip_literal(name) is not None:
-        raise ConfigError(f"dns.resolve: bad host name in {entry!r} (use its ASCII form)")
-    addresses = []
-    for text in value.split(","):
-        ip = _ip_literal(text.strip())
-        if ip is None:
-            raise ConfigError(f"dns.resolve: bad address {text.strip()!r} in {entry!r}")
-        addresses.append(str(ip))
-    return name, tuple(addresses)
-
-
 class DnsCache:
     """A bounded, thread-safe LRU of resolutions over an injected resolver."""
 
@@ -158,7 +123,7 @@ class DnsCache:
         self._exact: dict[str, tuple[str, ...]] = {}
         self._wildcard: dict[str, tuple[str, ...]] = {}
         for entry in overrides:
-            name, addresses = _parse_override(entry)
+            name, addresses = parse_override(entry)
             if name.startswith("*."):
                 self._wildcard[name[2:]] = addresses
             else:
@@ -194,8 +159,8 @@ class DnsCache:
 
     def lookup(self, host: str, now: float) -> Resolution:
         """Addresses for ``host`` (or why there are none) as of ``now``."""
-        name = _normalize(host)
-        literal = _ip_literal(name)
+        name = normalize_host(host)
+        literal = ip_literal(name)
         if literal is not None:
             return Resolution(name, (str(literal),))
         fixed = self._override(name)
@@ -307,10 +272,10 @@ def read_hosts(path: Path) -> dict[str, list[str]]:
     table: dict[str, list[str]] = {}
     for line in text.splitlines():
         fields = line.partition("#")[0].split()
-        if len(fields) < 2 or _ip_literal(fields[0]) is None:
+        if len(fields) < 2 or ip_literal(fields[0]) is None:
             continue
         for name in fields[1:]:
-            addresses = table.setdefault(_normalize(name), [])
+            addresses = table.setdefault(normalize_host(name), [])
             if fields[0] not in addresses:
                 addresses.append(fields[0])
     return table
@@ -423,16 +388,6 @@ def _carried_v4(address: IPv6Address) -> tuple[IPv4Address, str] | None:
     return None
 
 
-def _networks(key: str, specs: list[str]) -> list[IPv4Network | IPv6Network]:
-    nets: list[IPv4Network | IPv6Network] = []
-    for spec in specs:
-        try:
-            nets.append(ipaddress.ip_network(spec.strip(), strict=False))
-        except ValueError as exc:
-            raise ConfigError(f"{key}: bad network {spec!r}: {exc}") from exc
-    return nets
-
-
 class AddressGuard:
     """Refuses non-global addresses unless allowed; see the module docstring."""
 
@@ -441,8 +396,8 @@ class AddressGuard:
     ) -> None:
         self._allow_private = allow_private
         self._verdicts: dict[str, str | None] = {}
-        self._allow_nets = _networks("dns.allow_nets", allow_nets)
-        self._proxy_nets = _networks("fetch.proxy_allow_nets", proxy_nets or [])
+        self._allow_nets = networks("dns.allow_nets", allow_nets)
+        self._proxy_nets = networks("fetch.proxy_allow_nets", proxy_nets or [])
 
     @classmethod
     def from_config(cls, cfg: DnsConfig, proxy_nets: list[str] | None = None) -> AddressGuard:
@@ -454,7 +409,7 @@ class AddressGuard:
         A proxy is judged apart from targets: a global address, or one that
         ``allow_private`` or the proxy's own networks allow; ``allow_nets``, which
         allows targets, does not allow a proxy (nor the proxy's networks a target)."""
-        ip = _ip_literal(address.strip())
+        ip = ip_literal(address.strip())
         if ip is None:
             return f"proxy {address!r} is not an IP address"
         if self._allow_private or any(ip in net for net in self._proxy_nets):
@@ -483,7 +438,7 @@ class AddressGuard:
 
     def _check(self, address: str) -> str | None:
         text = address.strip()
-        ip = _ip_literal(text)
+        ip = ip_literal(text)
         if ip is None:
             return f"{text!r} is not an IP address"
         if self._allow_private:

@@ -74,8 +74,7 @@ from typing import TYPE_CHECKING, Literal
 
 from hive import __version__
 from hive.config import Config
-from hive.core.frontier import PAGE, ROBOTS, Lease
-from hive.core.outcome import Kind, Outcome
+from hive.core.lease import PAGE, ROBOTS, Lease
 from hive.core.politeness import Politeness
 from hive.core.record import (
     FEED,
@@ -98,13 +97,14 @@ from hive.fetch.dns import AddressGuard, DnsCache, Resolver
 from hive.fetch.feeds import FeedReader
 from hive.fetch.headers import refresh_target, robots_nofollow
 from hive.fetch.parse import Scope, extract_links, media_type
-from hive.fetch.proxy import Proxy
 from hive.fetch.requisites import EmbedBudget, css_embeds
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, robots_sitemaps, within_depth
 from hive.fetch.warc import Original, Truncation, WarcWriter
+from hive.netspec import Proxy
+from hive.outcome import Kind, Outcome
 
 if TYPE_CHECKING:
     from hive.core.recentlinks import RecentLinks

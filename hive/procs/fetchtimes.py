@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from hive.core.outcome import Outcome
+from hive.outcome import Outcome
 
 # Seconds: a page from a nearby server takes milliseconds, a slow one seconds; the
 # fetch.total_timeout default (30 s) ends the range. Fixed, so that workers' histograms

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 from hive.procs.statustext import drain_note, duration
 
 if TYPE_CHECKING:
-    from hive.core.frontier import Frontier
-    from hive.core.frontier.hosts import HostState
+    from hive.frontier.frontier import Frontier
+    from hive.frontier.hosts import HostState
 
 REFRESH = 2.0
 # A refresh waits at least this many times as long as the last one took, so that the view

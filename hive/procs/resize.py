@@ -90,13 +90,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hive.config import Config
-from hive.core.frontier.hosts import HostState
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import host_hash, host_key
 from hive.core.wire import decode_records
 from hive.errors import HiveError, URLError
 from hive.fetch.revisits import decode as decode_payload
+from hive.frontier.hosts import HostState
 from hive.procs.lifecycle import Lock
 from hive.procs.outbox import Outbox
 from hive.storage.datadir import DataDir

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from hive.core import wire
-from hive.core.frontier.refusals import merge
-from hive.core.outcome import Kind
+from hive.frontier.refusals import merge
+from hive.outcome import Kind
 
 NOT_ERRORS = frozenset(kind.value for kind in Kind if not kind.error)
 # The counters summed across workers for the totals (the rest are drawn from several).

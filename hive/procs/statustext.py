@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hive.core.frontier.refusals import describe
+from hive.frontier.refusals import describe
 
 Row = dict[str, Any]
 

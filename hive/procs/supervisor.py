@@ -66,10 +66,10 @@ import zmq
 from hive import __version__
 from hive.config import Config
 from hive.core import wire
-from hive.core.frontier.refusals import describe
 from hive.core.record import UrlRecord, seed_kind
 from hive.core.urls import canonicalize, host_key
 from hive.errors import HiveError, StoreError, URLError
+from hive.frontier.refusals import describe
 from hive.procs import hoststatus
 from hive.procs.batchend import BatchEnd
 from hive.procs.children import CPU_SAMPLE, CPU_WINDOW, Child, worker_main

@@ -36,8 +36,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive.config import Config
-from hive.core.frontier import HANDOFF_FAILED, PAGE, Frontier, Lease
-from hive.core.outcome import Kind, Outcome
+from hive.core.lease import PAGE, Lease
 from hive.core.recentlinks import RecentLinks
 from hive.core.record import FEED, SITEMAP, UrlRecord, seed_kind
 from hive.core.ring import Ring
@@ -48,6 +47,8 @@ from hive.fetch.dns import Resolver
 from hive.fetch.pipeline import Fetched, Pipeline
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsRules
+from hive.frontier.frontier import HANDOFF_FAILED, Frontier
+from hive.outcome import Kind, Outcome
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
 from hive.storage.datadir import DataDir

@@ -29,10 +29,10 @@ import zmq
 
 from hive.config import Config, from_dict
 from hive.core import wire
-from hive.core.outcome import Kind
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import host_hash
+from hive.outcome import Kind
 from hive.procs.endpoints import Endpoints, incoming, pull, push
 from hive.procs.lifecycle import (
     Lock,

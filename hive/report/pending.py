@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-from hive.core.frontier.hosts import HostState
 from hive.errors import StoreError
+from hive.frontier.hosts import HostState
 from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
 

@@ -30,9 +30,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from hive.core.outcome import Kind
+from hive.outcome import Kind
 
-# Outcomes that are not errors: the kinds that are not (hive.core.outcome), and refusals,
+# Outcomes that are not errors: the kinds that are not (hive.outcome), and refusals,
 # which the crawl log writes as lines of their own.
 NOT_ERRORS = frozenset({kind.value for kind in Kind if not kind.error} | {Kind.REFUSED.value})
 # Outcomes that are refusals without a ``reason`` field, and the reason the report gives.

@@ -30,7 +30,7 @@ robots      host key (utf-8)                     robots.txt cache entry         
 meta        ``state``                            :class:`MetaState` (JSON)              frontier,
                                                                                         resize
 meta        ``refusals``                         the refusals tally                     frontier
-                                                 (hive.core.frontier.refusals)
+                                                 (hive.frontier.refusals)
 meta        ``outbox_seq``                       u64: the last outbox batch's seq       outbox
 meta        ``resize/<store>/`` seq(8)           empty: a drained store's batch was     resize
                                                  copied here (supervisor store only)
@@ -56,7 +56,7 @@ it names: seeding takes only those, and a resize moves them (hive/procs/resize.p
 Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
 or back; a leased one is the back key named in ``leases``. Keys of one host
 share the host-hash prefix, so a host's URLs and fingerprints move together.
-hive/storage/verify.py checks these rules.
+hive/frontier/verify.py checks these rules.
 
 Changing the schema: a new database is a row above, its name in ``DB_NAMES``
 (every opener opens every name) and, since stores made before it lack it until

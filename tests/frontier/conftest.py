@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from hive import config
-from hive.core.frontier import Frontier
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_key
+from hive.frontier.frontier import Frontier
 
 FAST: dict[str, dict[str, Any]] = {
     "politeness": {"min_delay": 1.0, "max_delay": 10.0, "backoff_base": 2.0, "backoff_max": 20.0},

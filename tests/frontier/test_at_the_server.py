@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hive.core.frontier.refusals import describe
+from hive.frontier.refusals import describe
 from hive.procs.worker import Worker
 from tests.frontier.conftest import small_config
 

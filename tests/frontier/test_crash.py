@@ -12,8 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from hive.core.frontier import Frontier
 from hive.core.urls import fingerprint, host_hash, host_key
+from hive.frontier.frontier import Frontier
 from hive.storage.schema import url_key
 from tests.frontier.conftest import small_config
 
@@ -21,7 +21,8 @@ CHILD = textwrap.dedent(
     """
     import json, random, sys
     from pathlib import Path
-    from hive.core.frontier import Frontier, Outcome
+    from hive.outcome import Outcome
+    from hive.frontier.frontier import Frontier
     from tests.frontier.conftest import rec, small_config
 
     path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)

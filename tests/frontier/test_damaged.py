@@ -19,14 +19,15 @@ import lmdb
 import pytest
 
 from hive import config
-from hive.core.frontier import Frontier, Outcome
 from hive.core.record import UrlRecord
 from hive.core.wire import encode_records
 from hive.errors import HiveError, StoreError
+from hive.frontier.frontier import Frontier
+from hive.frontier.verify import verify_data_dir
+from hive.outcome import Outcome
 from hive.storage.datadir import DataDir
 from hive.storage.schema import U64
 from hive.storage.store import Store, check_file
-from hive.storage.verify import verify_data_dir
 from tests.frontier.conftest import rec, small_config
 from tests.frontier.test_verify import build
 

@@ -7,9 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.core.frontier import MAX_FAILURES, PAGE, ROBOTS, Frontier, Lease, Outcome
-from hive.core.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
+from hive.core.lease import PAGE, ROBOTS, Lease
 from hive.core.urls import host_hash
+from hive.frontier.frontier import MAX_FAILURES, Frontier
+from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
+from hive.outcome import Outcome
 from tests.frontier.conftest import Opener, rec
 
 OK = Outcome("ok", 200)
@@ -441,7 +443,7 @@ def test_no_ready_host_starves(opener: Callable[..., Opener]) -> None:
 
 
 def test_a_host_state_keeps_its_sitemap_count_and_reads_one_from_before() -> None:
-    from hive.core.frontier.hosts import HostState
+    from hive.frontier.hosts import HostState
 
     state = HostState("a.test")
     old = state.encode()

@@ -7,8 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.core.frontier import ROBOTS, Frontier, Outcome
+from hive.core.lease import ROBOTS
 from hive.core.urls import host_hash
+from hive.frontier.frontier import Frontier
+from hive.outcome import Outcome
 from hive.procs import hoststatus
 from hive.procs.hoststatus import HostView, format_hosts, summary
 from tests.frontier.conftest import Opener, rec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hive.core.frontier.refusals import Refusals, describe, merge
+from hive.frontier.refusals import Refusals, describe, merge
 
 
 def tally(*refusals: tuple[str, str, int]) -> dict[str, int]:

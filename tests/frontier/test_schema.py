@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hive.core.frontier import Frontier
 from hive.errors import StoreError
+from hive.frontier.frontier import Frontier
 from hive.storage import schema
 from hive.storage.modes import read_only
 from hive.storage.schema import META_STATE, MetaState

@@ -19,7 +19,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
+from hive.core.lease import ROBOTS, Lease
+from hive.frontier.frontier import Frontier
+from hive.outcome import Outcome
 from tests.frontier.conftest import rec, small_config
 
 HOSTS = ["a.test", "b.test", "c.test", "d.test", "e.test"]

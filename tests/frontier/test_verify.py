@@ -1,4 +1,4 @@
-"""hive.storage.verify on real stores: what the frontier commits passes, corruption is named."""
+"""hive.frontier.verify on real stores: what the frontier commits passes, corruption is named."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from typing import Any
 import lmdb
 import pytest
 
-from hive.core.frontier import ROBOTS, Frontier, Lease, Outcome
-from hive.core.frontier.hosts import HostState
+from hive.core.lease import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.urls import fingerprint, host_hash
 from hive.errors import StoreError
+from hive.frontier.frontier import Frontier
+from hive.frontier.hosts import HostState
+from hive.frontier.verify import Report, verify_data_dir, verify_store
+from hive.outcome import Outcome
 from hive.storage.schema import (
     DB_NAMES,
     PENDING,
@@ -28,7 +31,6 @@ from hive.storage.schema import (
     parked_key,
     url_key,
 )
-from hive.storage.verify import Report, verify_data_dir, verify_store
 from tests.frontier.conftest import Opener, rec, small_config
 
 OK = Outcome("ok", 200)

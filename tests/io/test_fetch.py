@@ -27,7 +27,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive.config import load
-from hive.core.outcome import Kind
 from hive.errors import ConfigError
 from hive.fetch import cookies as cookies_module
 from hive.fetch import decoding
@@ -43,8 +42,9 @@ from hive.fetch.headers import (
     robots_nofollow,
 )
 from hive.fetch.pool import Connection
-from hive.fetch.proxy import Proxy
 from hive.fetch.response import Headers, read_header_lines
+from hive.netspec import Proxy
+from hive.outcome import Kind
 from tests.proxyserver import ConnectProxy
 
 Handler = Callable[["Server", socket.socket, bytes], bool]  # True: keep the connection open

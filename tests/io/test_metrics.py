@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hive.core.frontier import Outcome
 from hive.errors import HiveError
+from hive.outcome import Outcome
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.metrics import MetricsServer
 

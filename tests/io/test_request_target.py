@@ -18,8 +18,8 @@ from hive import config
 from hive.core.urls import canonicalize
 from hive.errors import URLError
 from hive.fetch.client import _CANONICAL, Fetcher
+from hive.frontier.verify import verify_store
 from hive.procs.worker import Worker
-from hive.storage.verify import verify_store
 
 PAGE = b"""<!doctype html><title>spellings</title>
 <a href="/a?">empty query</a> <a href="/a">no query</a> <a href="/b?%zz&x=%4">lone percent</a>

@@ -18,7 +18,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
-from hive.core.frontier import ROBOTS, Lease
+from hive.core.lease import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_hash
 from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES

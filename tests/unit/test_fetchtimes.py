@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hive.core.frontier import Outcome
+from hive.outcome import Outcome
 from hive.procs.fetchtimes import BOUNDS, BUCKET_KEYS, SUM_KEY, FetchTimes
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hive.core.outcome import Kind, kind, parse_kinds
 from hive.fetch.client import OUTCOME_KINDS
+from hive.outcome import Kind, kind, parse_kinds
 from hive.procs.stats import errors
 
 

@@ -58,11 +58,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive.core.frontier.hosts import HostState
 from hive.core.record import UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.errors import StoreError
+from hive.frontier.hosts import HostState
 from hive.storage.datadir import DataDir
 from hive.storage.modes import Txn, read_only
 from hive.storage.schema import (

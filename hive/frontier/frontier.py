@@ -40,30 +40,28 @@ import logging
 import random
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from hive.config import Config, FrontierConfig
-from hive.core.frontier.back import BackQueues
-from hive.core.frontier.front import FrontQueues
-from hive.core.frontier.heap import ReadyHeap
-from hive.core.frontier.hosts import HostState
-from hive.core.frontier.priority import Prioritizer, load_prioritizer
-from hive.core.frontier.refusals import Refusals
-from hive.core.frontier.seen import SeenSet
-from hive.core.outcome import Kind, Outcome, parse_kinds
+from hive.core.lease import PAGE, ROBOTS, Lease
 from hive.core.politeness import Politeness
 from hive.core.record import SITEMAP, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
+from hive.frontier.back import BackQueues
+from hive.frontier.front import FrontQueues
+from hive.frontier.heap import ReadyHeap
+from hive.frontier.hosts import HostState
+from hive.frontier.priority import Prioritizer, load_prioritizer
+from hive.frontier.refusals import Refusals
+from hive.frontier.seen import SeenSet
+from hive.outcome import Kind, Outcome, parse_kinds
 from hive.storage.schema import META_REFUSALS, U64, URL_KEY, MetaState, damaged_key, url_key
 from hive.storage.store import Store
 from hive.storage.store import store_errors as _store_errors
 
 log = logging.getLogger(__name__)
 
-PAGE = "page"
-ROBOTS = "robots"
 # What decoding a damaged record raises: it is set aside, never retried every turn.
 DAMAGED = (ValueError, struct.error)
 # A page whose links could not be handed on: always retried, never done with its links lost.
@@ -80,15 +78,6 @@ BASE_COUNTERS = (
     "frontier/parked", "frontier/recovered_leases",
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A URL handed out for fetching; ``key`` is its back-queue key (empty for robots.txt)."""
-
-    kind: str
-    host_hash: int
-    record: UrlRecord
-    key: bytes
 
 
 class Ready(NamedTuple):

@@ -9,12 +9,11 @@ answer. An explicit ``record.hint`` (seeds, ``hive add``) wins.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Protocol
 
 from hive.core.record import UrlRecord
-from hive.errors import ConfigError
+from hive.plugins import load_object
 
 
 class HostHistory(Protocol):
@@ -44,13 +43,6 @@ def default_priority(record: UrlRecord, host: HostHistory) -> int:
 
 
 def load_prioritizer(path: str) -> Prioritizer:
-    """Import ``module:function``; a bad path is a ConfigError naming the key."""
-    module_name, _, attr = path.partition(":")
-    try:
-        func = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"frontier.prioritizer: cannot load {path!r}: {exc}") from exc
-    if not callable(func):
-        raise ConfigError(f"frontier.prioritizer: {path!r} is not callable")
-    prioritizer: Prioritizer = func
+    """The prioritizer ``frontier.prioritizer`` names (hive.plugins loads it)."""
+    prioritizer: Prioritizer = load_object("frontier.prioritizer", path)
     return prioritizer

@@ -1,6 +1,11 @@
-"""The HTTP proxy a crawl may go through: which requests use it, and the tunnel to it.
+"""The network values a configuration names, parsed where they enter: ``--resolve``
+entries (``dns.resolve``: ``HOST=IP[,IP]``, ``*.`` for every name under a domain),
+networks (``dns.allow_nets``, ``fetch.proxy_allow_nets``) and the proxy
+(``fetch.proxy``, ``fetch.no_proxy``). ``hive.config`` validates with these parsers
+and the fetcher (``fetch.dns``, ``fetch.client``) reads with them, so a value the
+config accepts is one a worker can use; a bad value is a ConfigError naming its key.
 
-Policy (``fetch.proxy``, ``fetch.no_proxy``, ``fetch.proxy_allow_nets``):
+The proxy's policy (``fetch.proxy``, ``fetch.no_proxy``, ``fetch.proxy_allow_nets``):
 
 * **Only when configured.** ``HTTP_PROXY`` and the like are never read: a crawl
   goes where its config says.
@@ -21,10 +26,63 @@ Policy (``fetch.proxy``, ``fetch.no_proxy``, ``fetch.proxy_allow_nets``):
 from __future__ import annotations
 
 import base64
+import ipaddress
+import re
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from urllib.parse import unquote, urlsplit
 
 from hive.errors import ConfigError
+
+IPAddress = IPv4Address | IPv6Address
+Network = IPv4Network | IPv6Network
+
+
+def ip_literal(host: str) -> IPAddress | None:
+    """The address ``host`` spells (bracketed IPv6 included), or None for a name."""
+    text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" not in text and not text.replace(".", "").isdigit():
+        return None  # a name: ipaddress takes only dotted decimal IPv4, and IPv6 has a colon
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def normalize_host(host: str) -> str:
+    return host.strip().lower().removesuffix(".")
+
+
+_OVERRIDE_NAME = re.compile(r"(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+
+
+def parse_override(entry: str) -> tuple[str, tuple[str, ...]]:
+    """One ``dns.resolve`` entry: the name (``*.domain`` for a wildcard) and its addresses."""
+    name, sep, value = entry.partition("=")
+    name = normalize_host(name)
+    if not sep or not name or not value.strip():
+        raise ConfigError(f"dns.resolve: expected HOST=IP, got {entry!r}")
+    if not _OVERRIDE_NAME.fullmatch(name) or ip_literal(name) is not None:
+        raise ConfigError(f"dns.resolve: bad host name in {entry!r} (use its ASCII form)")
+    addresses = []
+    for text in value.split(","):
+        ip = ip_literal(text.strip())
+        if ip is None:
+            raise ConfigError(f"dns.resolve: bad address {text.strip()!r} in {entry!r}")
+        addresses.append(str(ip))
+    return name, tuple(addresses)
+
+
+def networks(key: str, specs: list[str]) -> list[Network]:
+    """The networks a list names (``10.0.0.0/8``, an address for itself)."""
+    nets: list[Network] = []
+    for spec in specs:
+        try:
+            nets.append(ipaddress.ip_network(spec.strip(), strict=False))
+        except ValueError as exc:
+            raise ConfigError(f"{key}: bad network {spec!r}: {exc}") from exc
+    return nets
+
 
 
 @dataclass(frozen=True, slots=True)

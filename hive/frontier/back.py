@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from hive.core.frontier.hosts import HostState
+from hive.frontier.hosts import HostState
 from hive.storage.schema import HOST_LEVEL_SEQ, TIME_HOST, U64, parked_key
 from hive.storage.store import Store
 

@@ -1,0 +1,27 @@
+"""A lease: one URL handed out for fetching, what the frontier gives and the fetch
+pipeline carries back with its outcome.
+
+A lease is of one of two kinds: ``PAGE`` (a URL of the host's back queue, sitemaps
+and feeds included; ``key`` is its back-queue key) or ``ROBOTS`` (the robots.txt of
+the origin of the host's head URL; ``key`` is empty). It lives in the core so the
+fetch path knows it without loading the frontier or its store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hive.core.record import UrlRecord
+
+PAGE = "page"
+ROBOTS = "robots"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A URL handed out for fetching; ``key`` is its back-queue key (empty for robots.txt)."""
+
+    kind: str
+    host_hash: int
+    record: UrlRecord
+    key: bytes
