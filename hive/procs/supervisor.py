@@ -1,12 +1,13 @@
 """The supervisor (`hive start`): one hive per data directory, its children, its control socket.
 
-It takes the data directory's lock, records ``DATA/hive.json`` (endpoints,
-pids, ring, the config in force), starts the splitter and N workers with the
-``spawn`` method, and then, each turn:
+It takes the data directory's lock, checks the stores (hive/procs/startcheck.py),
+records ``DATA/hive.json`` (endpoints, pids, ring, the config in force), starts
+the splitter and N workers with the ``spawn`` method, and then, each turn:
 
 - answers the control socket (status, stop, add, deny, and the owners' answers
-  to an add or a deny, which workers give in their stats reports); a bad
-  request gets an error reply and never takes it down;
+  to an add or a deny, which workers give in their stats reports: parsed and
+  answered by hive/procs/requests.py); a bad request gets an error reply and
+  never takes it down;
 - measures what ``status`` shows: pages this start fetched per second over the
   last minute, and each child's CPU over the last CPU_WINDOW seconds, sampled
   on its own turns (not when a client asks);
@@ -53,9 +54,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,7 +67,7 @@ from hive.config import Config
 from hive.core import wire
 from hive.core.record import UrlRecord, seed_kind
 from hive.core.urls import canonicalize, host_key
-from hive.errors import HiveError, StoreError, URLError
+from hive.errors import HiveError, URLError
 from hive.frontier.refusals import describe
 from hive.procs import hoststatus
 from hive.procs.batchend import BatchEnd
@@ -81,18 +80,17 @@ from hive.procs.lifecycle import (
     STORE_FAILED,
     ExitCode,
     Lock,
-    LockedError,
     read_failure,
     spawn_quietly,
 )
 from hive.procs.outbox import Outbox
+from hive.procs.requests import Queued, add_answer, deny_answer, deny_keys
 from hive.procs.resize import Resize, resize_if_changed
 from hive.procs.seeds import shown
+from hive.procs.startcheck import check_stores, pages_done
 from hive.procs.stats import HiveStats, Status, Waiting, WorkerReport
 from hive.storage.datadir import DataDir
-from hive.storage.modes import read_only
-from hive.storage.schema import MetaState
-from hive.storage.store import Store, check_file
+from hive.storage.store import Store
 
 if TYPE_CHECKING:
     from hive.procs.metrics import MetricsServer
@@ -100,75 +98,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEED_BATCH = 1000
-# hive add shows this many refused URLs (the rest are counted by reason); hive deny takes
-# this many hosts at a time (a worker answers for each in its stats).
-REFUSED_SHOWN = 20
-MAX_DENY = 100
 STOP_GRACE = 60.0
-# How long a start waits for a worker of a killed hive to let its store go: it dies with its
-# supervisor (die_with_parent) but may still be finishing a commit when the next start looks.
-STORE_RELEASE_WAIT = 10.0
 # The supervisor's inbox takes only counters and acknowledgements, never batches.
 SUPERVISOR_INBOX_BYTES = 8 << 20
-
-
-@dataclass(slots=True)
-class Queued:
-    """What ``queue`` did with URLs: how many went to the outbox, in which batches, and
-    the refused ones by reason, with the first few (bounded) as examples."""
-
-    accepted: int = 0
-    batches: list[int] = field(default_factory=list)
-    refused: Counter[str] = field(default_factory=Counter)
-    examples: list[str] = field(default_factory=list)
-
-    def refuse(self, exc: URLError) -> None:
-        self.refused[exc.reason] += 1
-        if len(self.examples) < REFUSED_SHOWN:
-            self.examples.append(str(exc))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"accepted": self.accepted, "batches": self.batches,
-                "refused": dict(self.refused), "examples": self.examples}
-
-
-def pages_done(store: Path) -> int:
-    """Pages a stopped worker's store has recorded as fetched (``frontier/done/ok``)."""
-    if not DataDir.store_data(store).exists():
-        return 0
-    try:
-        with read_only(store) as txn:
-            return MetaState.load(txn).counts.get("frontier/done/ok", 0)
-    except StoreError:
-        return 0
-
-
-@contextlib.contextmanager
-def store_released(directory: Path, what: str, wait: float = STORE_RELEASE_WAIT) -> Iterator[None]:
-    """Hold a store's lock, waiting up to ``wait`` seconds for a dying holder to let it go:
-    a store is judged only when no process writes it (a commit seen half-way looks like a
-    truncated file). StoreError if it is still held then."""
-    if not directory.is_dir():
-        yield
-        return
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            lock = Lock(DataDir.store_lock(directory), what)
-            break
-        except LockedError as exc:
-            if time.monotonic() > deadline:
-                raise StoreError(f"{exc}; is another hive running on this data?") from exc
-            time.sleep(0.05)
-        except OSError:
-            # A lock that cannot be taken at all is the worker's to report when it starts
-            # (as "could not start"); nobody can be writing through it.
-            yield
-            return
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 class Supervisor:
@@ -222,7 +154,7 @@ class Supervisor:
 
     def _open(self, undo: contextlib.ExitStack) -> None:
         previous = self.dd.read_state()
-        self._check_stores(previous)
+        check_stores(self.dd, self.procs, previous, recreate_missing=self.recreate_missing)
         self.resized = resize_if_changed(self.data_dir, self.cfg, self.procs, previous)
         if self.resized is not None:
             log.info("%s", self.resized.summary())
@@ -236,7 +168,9 @@ class Supervisor:
             undo.callback(self.curve.close)
         self.control = ControlServer(self.ctx, endpoints.control, {
             "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
-            "add_answer": self._add_answer, "deny_answer": self._deny_answer,
+            "add_answer": lambda request: add_answer(request, self.stats.reports.values()),
+            "deny_answer": lambda request: deny_answer(
+                request, self.stats.reports.values(), self.procs),
         }, curve=self.curve)
         if self.cfg.hive.metrics_port:
             # prometheus_client is imported only by a hive that serves /metrics.
@@ -275,35 +209,6 @@ class Supervisor:
     def reporting(self) -> bool:
         """True once a worker has reported: the start-up is over."""
         return self.stats.reporting
-
-    def _check_stores(self, previous: dict[str, Any] | None) -> None:
-        """Refuse to start on a damaged worker store, or without one that hive.json names.
-
-        A worker store that went missing would be created empty and its hosts'
-        pages fetched again: that takes ``recreate_missing``. A fresh data
-        directory gets its stores made here, before hive.json names them, so a
-        crash during start-up never leaves a named store missing.
-        """
-        ring = previous.get("ring") if previous is not None else None
-        named = ring.get("procs") if isinstance(ring, dict) else None
-        if previous is not None and not isinstance(named, int):
-            raise StoreError(f"{self.dd.state_file} is damaged: it names no ring")
-        for i in range(max(self.procs, named or 0)):
-            directory = self.dd.worker(i)
-            with store_released(directory, f"the store of worker {i}"):
-                check_file(directory)
-            if DataDir.store_data(directory).exists():
-                continue
-            if named is not None and i < named and not self.recreate_missing:
-                raise StoreError(
-                    f"the store of worker {i} is missing ({DataDir.store_data(directory)}) though "
-                    f"{self.dd.state_file} names it; start with --recreate-missing to "
-                    "start it empty (the pages its hosts had fetched will be fetched again)"
-                )
-            if i < self.procs:
-                Store(directory, sync_interval=0.0).close(time.time())
-                if named is not None and i < named:
-                    log.warning("made an empty store for worker %d at %s", i, directory)
 
     def _endpoints(self) -> Endpoints:
         """The hive's addresses, with its CURVE keys when any is beyond loopback (or always)."""
@@ -400,48 +305,14 @@ class Supervisor:
             raise ValueError("'urls' must be a list of strings")
         return self.queue(urls, time.time()).to_dict()
 
-    def _add_answer(self, request: dict[str, Any]) -> object:
-        """What the owners made of the batches of an add: new, seen, refused (see workerproc)."""
-        batches = request.get("batches")
-        if not isinstance(batches, list) or not all(isinstance(b, int) for b in batches):
-            raise ValueError("'batches' must be a list of integers")
-        answer = dict.fromkeys(("new", "seen", "refused"), 0)
-        for report in self.stats.reports.values():
-            for seq in batches:
-                for kind in answer:
-                    value = report.stats.get(f"add/{seq}/{kind}")
-                    answer[kind] += value if isinstance(value, int) else 0
-        return answer
-
     def _deny(self, request: dict[str, Any]) -> object:
-        hosts = request.get("hosts")
-        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
-            raise ValueError("'hosts' must be a list of strings")
-        if len(hosts) > MAX_DENY:
-            raise ValueError(f"at most {MAX_DENY} hosts at a time, got {len(hosts)}")
-        keys = []
-        for host in hosts:
-            try:
-                keys.append(host_key(canonicalize(host if "//" in host else f"http://{host}/")))
-            except URLError as exc:
-                raise ValueError(f"{host[:200]!r} is not a host: {exc}") from exc
+        keys = deny_keys(request)
         self._denies += 1
         command = wire.encode_command("deny", {"hosts": keys, "id": self._denies})
         for sock in self.commands:
             with contextlib.suppress(zmq.Again):
                 sock.send_multipart(command, flags=zmq.NOBLOCK)
         return {"denied": keys, "id": self._denies}
-
-    def _deny_answer(self, request: dict[str, Any]) -> object:
-        """Which workers have applied deny ``id``, and which of its hosts any of them knew."""
-        ask = request.get("id")
-        if not isinstance(ask, int):
-            raise ValueError("'id' must be an integer")
-        answered = [r for r in self.stats.reports.values() if r.stats.get(f"deny/{ask}")]
-        prefix = f"deny/{ask}/"
-        known = sorted({int(k[len(prefix):]) for r in answered for k in r.stats
-                        if k.startswith(prefix) and k[len(prefix):].isdigit()})
-        return {"answered": len(answered), "workers": self.procs, "known": known}
 
     def _stop(self, request: dict[str, Any]) -> object:
         self.request_stop("stopped by hive stop" + (" --now" if request.get("now") else ""),

@@ -36,7 +36,8 @@ from hive.procs.endpoints import (
 )
 from hive.procs.lifecycle import START_FAILED, ExitCode
 from hive.procs.splitter import Splitter
-from hive.procs.supervisor import Supervisor, store_released
+from hive.procs.startcheck import store_released
+from hive.procs.supervisor import Supervisor
 from hive.procs.workerproc import WorkerProcess
 from hive.storage.datadir import DataDir
 from tests.conftest import wait_for
