@@ -526,7 +526,7 @@ def _outcome(
     """The result of one canonicalizing function, or the reason it refused."""
     try:
         return function(url, base, 2048)
-    except (URLError, urls._Refusal) as exc:
+    except (URLError, urls.Refusal) as exc:
         return f"refused: {exc.reason}"
 
 
