@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from hive import config
+from hive.core.ring import Ring
 from hive.outcome import Outcome
 from hive.procs.children import CPU_WINDOW, Child
 from hive.procs.endpoints import Endpoints
@@ -315,7 +316,7 @@ def test_a_workers_memory_of_delayed_hosts_is_bounded(tmp_path: Path) -> None:
 
 
 def test_a_workers_answers_are_bounded_and_the_first_stands(tmp_path: Path) -> None:
-    role = WorkerProcess(config.load(environ={}), tmp_path, 0, Endpoints(tmp_path))
+    role = WorkerProcess(config.load(environ={}), tmp_path, 0, Endpoints(tmp_path), Ring(1))
     role._answer("add/1/new", 5, 0.0)
     role._answer("add/1/new", 0, 1.0)  # the batch resent: its URLs are seen now
     assert role.answers["add/1/new"] == (5, 0.0)

@@ -238,16 +238,22 @@ def decode_records(frame: bytes) -> list[UrlRecord]:
 
 
 def decode_batch_routes(frames: Sequence[bytes]) -> tuple[int, int, list[tuple[str, bytes]]]:
-    """A BATCH's origin, seq and each record's (host key, bytes): what the splitter needs
-    to cut a batch by owner, every record checked as :func:`decode_records` would but
-    none built into an object. Raises :class:`WireError` if malformed."""
+    """A BATCH's origin, seq and its records' routes (:func:`record_routes`). Raises
+    :class:`WireError` if malformed."""
     if len(frames) != 3 or frames[0] != KIND_BATCH:
         raise WireError("bad_frames", "expected a BATCH of 3 frames")
-    if len(frames[2]) > MAX_FRAME_BYTES:
-        raise WireError("frame_too_large", f"{len(frames[2])} bytes")
     origin, seq = _unpack(_BATCH_HEAD, frames[1])
+    return origin, seq, record_routes(frames[2])
+
+
+def record_routes(frame: bytes) -> list[tuple[str, bytes]]:
+    """Each record's (host key, bytes) of a records frame: what a router needs to cut a
+    batch by owner, every record checked as :func:`decode_records` would but none built
+    into an object. Raises :class:`WireError` if malformed."""
+    if len(frame) > MAX_FRAME_BYTES:
+        raise WireError("frame_too_large", f"{len(frame)} bytes")
     routes = []
-    for pos, data in _framed(frames[2]):
+    for pos, data in _framed(frame):
         parts = data[_RECORD_HEAD_SIZE:].split(b"\0")
         count = len(parts)
         if (len(data) < _RECORD_HEAD_SIZE or not 3 <= count <= 5 or not parts[0]
@@ -260,7 +266,7 @@ def decode_batch_routes(frames: Sequence[bytes]) -> tuple[int, int, list[tuple[s
         except UnicodeDecodeError as exc:
             raise WireError("bad_record", f"at {pos}: {exc}") from exc
         routes.append((parts[1].decode("utf-8"), data))
-    return origin, seq, routes
+    return routes
 
 
 def encode_admit_data(

@@ -1,14 +1,13 @@
-"""The host splitter: routes every batch of URLs to the workers that own their hosts.
+"""The host splitter: routes the supervisor's batches (seeds, ``hive add``) to the
+workers that own their hosts.
 
-One PULL socket receives batches (seeds and ``hive add`` from the supervisor,
-discovered links from workers) and acknowledgements. A batch is grouped by
-host and each group sent, with one ring look-up per host, to its owner's PULL
-socket through a PUSH socket of its own (one PUSH connected to N peers would
-round-robin and ignore the host). Sends never block: a full socket's messages
-wait in a bounded per-worker overflow queue, and past its bound the oldest are
-shed and counted — the senders' outboxes send them again, so shedding costs
-time, never a URL. Acknowledgements are forwarded to their origin by worker id.
-The splitter holds no state that matters and can be restarted at any time.
+One PULL socket receives batches, and a :class:`~hive.procs.router.Router` cuts
+each by owner (one ring look-up per host, bounded overflow per peer, shedding
+counted: the supervisor's outbox sends again). Workers route their own links and
+acknowledge to the origin directly (hive/procs/router.py says why), so the splitter
+carries the supervisor's traffic only; a batch a worker sends here is still routed.
+An acknowledgement or anything else that is not a batch is counted as bad and
+dropped. The splitter holds no state that matters and can be restarted at any time.
 
 When the endpoints recipe names CURVE keys, the splitter's PULL is a CURVE
 server behind its own ZAP authenticator (admitting only the hive's client
@@ -30,13 +29,13 @@ from hive.config import from_dict
 from hive.core import wire
 from hive.core.ring import Ring
 from hive.procs.curve import Curve
-from hive.procs.endpoints import Endpoints, incoming, pull, push
+from hive.procs.endpoints import Endpoints, incoming, pull
 from hive.procs.lifecycle import Runner, child_signals, die_with_parent, setup_logging
+from hive.procs.router import Router
 from hive.storage.datadir import DataDir
 
 log = logging.getLogger(__name__)
 
-SUPERVISOR = wire.SUPERVISOR_ORIGIN
 DRAIN_PER_TURN = 1000
 RECEIVE_HWM = 10_000
 
@@ -46,8 +45,6 @@ class Splitter:
         self.endpoints = endpoints
         self.ring = ring
         self.overflow_limit = overflow
-        self.counts = {"splitter/batches": 0, "splitter/parts": 0, "splitter/acks": 0,
-                       "splitter/shed": 0, "splitter/bad": 0}
         self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
         self.curve: Curve | None = None
         self.stopping = False
@@ -60,76 +57,40 @@ class Splitter:
         self.ctx = zmq.Context()
         self.curve = self.endpoints.curve(self.ctx)
         self.inbox = pull(self.ctx, self.endpoints.splitter, self.curve, hwm=RECEIVE_HWM)
-        self.peers: dict[int, zmq.Socket[bytes]] = {}
-        for worker in range(self.ring.procs):
-            self.peers[worker] = push(self.ctx, self.endpoints.worker(worker), self.curve)
-        self.peers[SUPERVISOR] = push(self.ctx, self.endpoints.supervisor, self.curve)
-        self.overflow: dict[int, deque[list[bytes]]] = {peer: deque() for peer in self.peers}
+        self.router = Router(self.ctx, self.endpoints, self.ring, self.curve,
+                             self.overflow_limit, "splitter")
+        self.counts = self.router.counts
 
-    def send(self, peer: int, frames: list[bytes]) -> None:
-        queue = self.overflow.get(peer)
-        if queue is None:
-            self.counts["splitter/bad"] += 1
-            log.warning("dropped a message for unknown peer %d", peer)
-            return
-        queue.append(frames)
-        if len(queue) > self.overflow_limit:
-            queue.popleft()
-            self.counts["splitter/shed"] += 1
-
-    def flush(self) -> None:
-        for peer, queue in self.overflow.items():
-            sock = self.peers[peer]
-            while queue:
-                try:
-                    sock.send_multipart(queue[0], flags=zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                queue.popleft()
+    @property
+    def overflow(self) -> dict[int, deque[list[bytes]]]:
+        return self.router.overflow
 
     def route(self, frames: list[bytes]) -> None:
         try:
             if frames and frames[0] == wire.KIND_BATCH:
-                self._split(*wire.decode_batch_routes(frames))
+                self.router.split(*wire.decode_batch_routes(frames))
                 return
             message = wire.decode(frames)
         except wire.WireError as exc:
             self.counts["splitter/bad"] += 1
             log.warning("dropped a malformed message: %s", exc)
             return
-        if isinstance(message, wire.Ack):
-            self.counts["splitter/acks"] += 1
-            self.send(message.origin, frames)
-        else:
-            self.counts["splitter/bad"] += 1
-            log.warning("dropped a %s message: the splitter routes batches and acks",
-                        type(message).__name__)
-
-    def _split(self, origin: int, seq: int, routes: list[tuple[str, bytes]]) -> None:
-        """Cut a batch into one ADMIT per owner, its records passed on as bytes."""
-        self.counts["splitter/batches"] += 1
-        groups: dict[int, list[bytes]] = {}
-        for host, data in routes:
-            groups.setdefault(self.ring.owner(host), []).append(data)
-        parts = len(groups)
-        for part, (owner, records) in enumerate(sorted(groups.items())):
-            self.send(owner, wire.encode_admit_data(origin, seq, part, parts, records))
-            self.counts["splitter/parts"] += 1
+        self.counts["splitter/bad"] += 1
+        log.warning("dropped a %s message: the splitter routes batches", type(message).__name__)
 
     def loop_once(self, now: float) -> float:
         """Route what has arrived, flush the overflow; returns the seconds to wait at most."""
         for frames in incoming(self.inbox, DRAIN_PER_TURN):
             self.route(frames)
-        self.flush()
-        return 0.0 if any(self.overflow.values()) else 0.2
+        return 0.0 if self.router.flush() else 0.2
 
     def wait(self, seconds: float) -> None:
         if seconds > 0:
             self.inbox.poll(int(seconds * 1000))
 
     def close(self) -> None:
-        for sock in (self.inbox, *self.peers.values()):
-            sock.close(linger=0)
+        self.inbox.close(linger=0)
+        self.router.close()
         if self.curve is not None:
             self.curve.close()
         if self.ctx is not None:

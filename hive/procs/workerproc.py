@@ -1,9 +1,10 @@
 """The worker process: a Worker wrapped in the hive's sockets, locks and hand-off.
 
 It owns ``DATA/worker-NN`` (a flock admits one process), binds its PULL inbox
-(admissions, acknowledgements, commands), pushes batches of discovered links
-to the splitter from its outbox and its counters to the supervisor. The order
-that makes the hand-off safe:
+(admissions, acknowledgements, commands), routes the batches of discovered links
+in its outbox to their owners and acknowledges admissions to their origins
+itself (hive/procs/router.py: no single process routes every link), and pushes
+its counters to the supervisor. The order that makes the hand-off safe:
 
 1. admissions are committed before they are acknowledged;
 2. discovered links enter the outbox in the transaction that records the fetch
@@ -13,7 +14,7 @@ that makes the hand-off safe:
 Started by the supervisor with the ``spawn`` method through ``run_worker``,
 which opens its own ZeroMQ context and LMDB environment. When the endpoints
 recipe names CURVE keys, the inbox is a CURVE server behind the process's own
-ZAP authenticator and both senders are CURVE clients (hive/procs/curve.py).
+ZAP authenticator and every sender is a CURVE client (hive/procs/curve.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from hive.procs.lifecycle import (
     setup_logging,
 )
 from hive.procs.outbox import Outbox
+from hive.procs.router import Router
 from hive.procs.worker import Worker
 from hive.storage.datadir import DataDir
 
@@ -66,7 +68,7 @@ GIL_SWITCH_INTERVAL = 0.05
 
 class WorkerProcess:
     def __init__(self, cfg: Config, data_dir: Path, worker_id: int, endpoints: Endpoints,
-                 ring: Ring | None = None) -> None:
+                 ring: Ring) -> None:
         self.cfg = cfg
         self.ring = ring
         self.data_dir = data_dir
@@ -85,7 +87,8 @@ class WorkerProcess:
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.curve = self.endpoints.curve(self.ctx)
         self.inbox = pull(self.ctx, self.endpoints.worker(self.worker_id), self.curve)
-        self.splitter = push(self.ctx, self.endpoints.splitter, self.curve)
+        self.router = Router(self.ctx, self.endpoints, self.ring, self.curve,
+                             self.cfg.hive.overflow, "route")
         self.supervisor = push(self.ctx, self.endpoints.supervisor, self.curve)
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,
@@ -103,10 +106,11 @@ class WorkerProcess:
                  self.worker_id, self.worker.frontier.pending, len(self.outbox))
 
     def _links(self, records: list[UrlRecord], now: float) -> None:
-        """Keep a finished page's links in the outbox, to go to the splitter."""
+        """Keep a finished page's links in the outbox, to go to their owners."""
         self.outbox.put(records, now)
 
-    def _handle(self, frames: list[bytes], now: float, acks: list[list[bytes]]) -> None:
+    def _handle(self, frames: list[bytes], now: float,
+                acks: list[tuple[int, int, int, int]]) -> None:
         try:
             message = wire.decode(frames)
         except wire.WireError as exc:
@@ -118,7 +122,7 @@ class WorkerProcess:
                 self._admit_seeds(message, now)
             else:
                 self.worker.admit(list(message.records), now)
-            acks.append(wire.encode_ack(message.origin, message.seq, message.part, message.parts))
+            acks.append((message.origin, message.seq, message.part, message.parts))
         elif isinstance(message, wire.Ack):
             self.outbox.ack(message.seq, message.part, message.parts)
         elif isinstance(message, wire.Command):
@@ -175,18 +179,20 @@ class WorkerProcess:
             log.warning("worker %d: unknown command %r", self.worker_id, cmd)
 
     def loop_once(self, now: float) -> float:
-        acks: list[list[bytes]] = []
+        acks: list[tuple[int, int, int, int]] = []
         for frames in incoming(self.inbox, DRAIN_PER_TURN):
             self._handle(frames, now, acks)
         if acks:
-            self.worker.frontier.commit(now)
-            for frames in acks:
-                self._send(self.splitter, frames)
+            self.worker.frontier.commit(now)  # an admission is acknowledged once committed
+            for ack in acks:
+                self.router.ack(*ack)
         if self.stopping:
             self.worker.stopping = True
         wait = self.worker.loop_once(now)
         for seq, data in self.outbox.due(now):
-            self._send(self.splitter, wire.encode_batch_data(self.worker_id, seq, data))
+            self.router.split(self.worker_id, seq, wire.record_routes(data))
+        if self.router.flush():
+            wait = 0.0
         if now >= self._next_stats:
             self.report(now)
             self._next_stats = now + self.cfg.hive.stats_interval
@@ -204,6 +210,7 @@ class WorkerProcess:
     def report(self, now: float) -> None:
         stats: dict[str, wire.JsonScalar] = dict(self.worker.stats())
         stats.update(self.outbox.counts)
+        stats.update(self.router.counts)
         self._expire_answers(now)
         stats.update((key, value) for key, (value, _) in self.answers.items())
         self.reports += 1
@@ -226,7 +233,9 @@ class WorkerProcess:
         self.worker.drain(timeout=self.cfg.fetch.total_timeout + 5)
         self.report(time.time())
         self.worker.close()
-        for sock in (self.inbox, self.splitter, self.supervisor):
+        self.router.flush()
+        self.router.close()
+        for sock in (self.inbox, self.supervisor):
             sock.close(linger=0)
         if self.curve is not None:
             self.curve.close()

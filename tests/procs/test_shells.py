@@ -161,14 +161,69 @@ def test_a_poison_message_is_counted_and_dropped_and_the_splitter_goes_on(
     assert isinstance(admit, wire.Admit) and admit.seq == 7 and len(admit.records) == 2
 
 
+def test_the_splitter_routes_batches_only(
+        splitter: Splitter, endpoints: Endpoints, peers: Peers) -> None:
+    """Acknowledgements go from owner to origin directly: one sent to the splitter is not
+    its to forward, and is counted as bad, not passed on."""
+    supervisor = peers.pull(endpoints.supervisor)
+    sender = peers.push(endpoints.splitter)
+    sender.send_multipart(wire.encode_ack(wire.SUPERVISOR_ORIGIN, 3, 0, 1))
+    sender.send_multipart(batch(4, "a.test"))
+    turn_until(splitter, lambda: splitter.counts["splitter/batches"] == 1)
+    assert splitter.counts["splitter/bad"] == 1 and received(supervisor, 0.1) == []
+
+
 # -- the worker process ------------------------------------------------------------------
+
+
+def test_a_worker_routes_its_links_to_their_owners_and_they_ack_it_directly(
+        tmp_path: Path, endpoints: Endpoints, peers: Peers) -> None:
+    """No splitter between workers: a batch of worker 0's outbox is cut by owner and each
+    part goes to its owner's inbox, naming the parts; the batch leaves the outbox once
+    every owner has acknowledged its part to worker 0 itself."""
+    ring = Ring(3)
+    hosts = [f"h{i}.test" for i in range(60)]
+    owners = {ring.owner(h) for h in hosts}
+    assert owners == {0, 1, 2}
+    others = [h for h in hosts if ring.owner(h) != 0]
+    inboxes = {w: peers.pull(endpoints.worker(w)) for w in (1, 2)}
+    cfg = config.load(environ={}).replace(fetch={"threads": 1})
+    role = WorkerProcess(cfg, tmp_path / "data", 0, endpoints, ring)
+    role.open()
+    try:
+        role.outbox.put([UrlRecord(f"http://{h}/", h, 1) for h in others], time.time())
+        role.worker.frontier.commit(time.time())
+        parts: dict[int, wire.Admit] = {}
+        for worker, inbox in inboxes.items():
+            message = wire.decode(turn_until(role, lambda s=inbox: s.poll(0) and
+                                             s.recv_multipart()))
+            assert isinstance(message, wire.Admit) and message.origin == 0
+            parts[worker] = message
+        assert sorted(m.part for m in parts.values()) == [0, 1]
+        assert {m.parts for m in parts.values()} == {2}
+        for worker, message in parts.items():
+            assert {r.host_key for r in message.records} == {
+                h for h in others if ring.owner(h) == worker}
+        sender = peers.push(endpoints.worker(0))
+        first, second = parts.values()
+        sender.send_multipart(wire.encode_ack(0, first.seq, first.part, first.parts))
+        turn_until(role, lambda: role.outbox.pending[first.seq].acked == {first.part})
+        assert len(role.outbox) == 1  # one owner has its part: the batch is kept
+        sender.send_multipart(wire.encode_ack(0, second.seq, second.part, second.parts))
+        turn_until(role, lambda: len(role.outbox) == 0)
+        assert len(role.outbox) == 0 and role.router.counts["route/parts"] == 2
+    finally:
+        role.stopping = True
+        role.close()
+
 
 
 def test_a_poison_message_is_counted_and_dropped_and_the_worker_goes_on(
         tmp_path: Path, endpoints: Endpoints, peers: Peers) -> None:
     cfg = config.load(environ={}).replace(fetch={"threads": 1}, hive={"stats_interval": 0.05})
-    splitter, supervisor = peers.pull(endpoints.splitter), peers.pull(endpoints.supervisor)
-    role = WorkerProcess(cfg, tmp_path / "data", 0, endpoints)
+    # The admission's origin is worker 1: the ack goes to its inbox, not through a splitter.
+    origin, supervisor = peers.pull(endpoints.worker(1)), peers.pull(endpoints.supervisor)
+    role = WorkerProcess(cfg, tmp_path / "data", 0, endpoints, Ring(2))
     role.open()
     try:
         sender = peers.push(endpoints.worker(0))
@@ -176,8 +231,8 @@ def test_a_poison_message_is_counted_and_dropped_and_the_worker_goes_on(
             sender.send_multipart(frames)
         sender.send_multipart(wire.encode_admit(
             1, 9, 0, 1, [UrlRecord("http://a.test/", "a.test", 0)]))
-        turn_until(role, lambda: splitter.poll(0))
-        assert wire.decode(splitter.recv_multipart()) == wire.Ack(1, 9, 0, 1)
+        turn_until(role, lambda: origin.poll(0))
+        assert wire.decode(origin.recv_multipart()) == wire.Ack(1, 9, 0, 1)
         assert role.worker.counts["wire/bad"] == len(POISON)
         # A turn may have reported before it read all of the poison (a busy machine splits
         # the messages across turns): turn on until a report counts every one (reports go

@@ -1,0 +1,98 @@
+"""Routing batches of URL records to the workers that own their hosts.
+
+A :class:`Router` holds one PUSH socket per peer (every worker, and the
+supervisor for acknowledgements), connected to that peer's PULL inbox (one PUSH
+connected to N peers would round-robin and ignore the host). A batch is grouped
+by host and each group sent, with one ring look-up per host, to its owner as one
+ADMIT part that names how many parts the batch was cut into. Sends never block:
+a full socket's messages wait in a bounded per-peer overflow queue, and past its
+bound the oldest are shed and counted — the senders' outboxes send them again,
+so shedding costs time, never a URL.
+
+Every worker routes its own outbox's batches and acknowledges its admissions to
+their origin directly, so routing grows with the hive: no single process routes
+every link (the splitter, hive/procs/splitter.py, routes only the supervisor's
+seeds and ``hive add`` URLs). The ring does not change while a hive runs, so
+every router of a hive cuts a batch the same way, and a resent batch is cut as
+it was the first time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import zmq
+
+from hive.core import wire
+from hive.core.ring import Ring
+from hive.procs.curve import Curve
+from hive.procs.endpoints import Endpoints, push
+
+log = logging.getLogger(__name__)
+
+SUPERVISOR = wire.SUPERVISOR_ORIGIN
+
+
+class Router:
+    """PUSH sockets to every peer of a hive, a ring, and a bounded overflow per peer."""
+
+    def __init__(self, ctx: zmq.Context[zmq.Socket[bytes]], endpoints: Endpoints, ring: Ring,
+                 curve: Curve | None, overflow: int, prefix: str) -> None:
+        self.ring = ring
+        self.overflow_limit = overflow
+        self.peers: dict[int, zmq.Socket[bytes]] = {
+            worker: push(ctx, endpoints.worker(worker), curve) for worker in range(ring.procs)}
+        self.peers[SUPERVISOR] = push(ctx, endpoints.supervisor, curve)
+        self.overflow: dict[int, deque[list[bytes]]] = {peer: deque() for peer in self.peers}
+        self.counts = {f"{prefix}/{name}": 0 for name in ("batches", "parts", "acks", "shed",
+                                                          "bad")}
+        self._count = {name: f"{prefix}/{name}" for name in ("batches", "parts", "acks",
+                                                             "shed", "bad")}
+
+    def send(self, peer: int, frames: list[bytes]) -> None:
+        """Queue ``frames`` for ``peer``; past the overflow bound the oldest are shed."""
+        queue = self.overflow.get(peer)
+        if queue is None:
+            self.counts[self._count["bad"]] += 1
+            log.warning("dropped a message for unknown peer %d", peer)
+            return
+        queue.append(frames)
+        if len(queue) > self.overflow_limit:
+            queue.popleft()
+            self.counts[self._count["shed"]] += 1
+
+    def ack(self, origin: int, seq: int, part: int, parts: int) -> None:
+        """Tell ``origin`` its part of batch ``seq`` is admitted (committed)."""
+        self.counts[self._count["acks"]] += 1
+        self.send(origin, wire.encode_ack(origin, seq, part, parts))
+
+    def split(self, origin: int, seq: int, routes: list[tuple[str, bytes]]) -> None:
+        """Cut a batch into one ADMIT per owner, its records passed on as bytes."""
+        self.counts[self._count["batches"]] += 1
+        groups: dict[int, list[bytes]] = {}
+        owner = self.ring.owner
+        for host, data in routes:
+            groups.setdefault(owner(host), []).append(data)
+        parts = len(groups)
+        for part, (peer, records) in enumerate(sorted(groups.items())):
+            self.send(peer, wire.encode_admit_data(origin, seq, part, parts, records))
+        self.counts[self._count["parts"]] += parts
+
+    def flush(self) -> bool:
+        """Send what the peers' sockets take now; True if anything still waits."""
+        waiting = False
+        for peer, queue in self.overflow.items():
+            sock = self.peers[peer]
+            while queue:
+                try:
+                    sock.send_multipart(queue[0], flags=zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    waiting = True
+                    break
+                queue.popleft()
+        return waiting
+
+    def close(self) -> None:
+        for sock in self.peers.values():
+            sock.close(linger=0)
