@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hive.testweb.cookies import CookieWeb
 from hive.testweb.graph import Web
 from hive.testweb.server import serve
 
@@ -40,6 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="copy pages per host, one body on every host")
     parser.add_argument("--sitemaps", action="store_true",
                         help="also serve the sitemap and feed hosts (sm-<kind>.<domain>)")
+    parser.add_argument("--cookie-hosts", type=int, default=0,
+                        help="also serve this many cookie hosts (ck-<i>.<domain>)")
+    parser.add_argument("--cookie-count", type=int, default=49, help="big cookies a host sets")
+    parser.add_argument("--cookie-bytes", type=int, default=64_000, help="bytes of each")
+    parser.add_argument("--cookie-pages", type=int, default=3,
+                        help="pages a cookie host serves after setting them")
     parser.add_argument("--log", type=Path, help="append the request log here as JSON lines")
     args = parser.parse_args(argv)
     web = Web(
@@ -52,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = {signal.SIGTERM, signal.SIGINT}
     # Blocked before the server threads start, so they inherit the mask and only sigwait sees them.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)
-    with serve(web, args.host, args.port, args.log, args.sitemaps) as server:
+    cookies = (CookieWeb(args.domain, args.cookie_hosts, args.cookie_count, args.cookie_bytes,
+                         args.cookie_pages) if args.cookie_hosts else None)
+    with serve(web, args.host, args.port, args.log, args.sitemaps, cookies) as server:
         print(server.port, flush=True)
         signal.sigwait(stop)
     return 0

@@ -38,6 +38,7 @@ class Request:
     had been written, both ``time.time()``. A record is added just after its
     response is written. When a client abandons a stream, ``end`` is when the
     server noticed: at the next write, at most ``graph.DRIP_INTERVAL`` later.
+    ``cookie`` is the request's Cookie header ("" when it had none).
     """
 
     host: str
@@ -47,6 +48,7 @@ class Request:
     start: float
     end: float
     client: str
+    cookie: str = ""
 
     @property
     def hostname(self) -> str:
@@ -60,6 +62,7 @@ class Request:
         return json.dumps({
             "host": self.host, "path": self.path, "method": self.method, "status": self.status,
             "start": self.start, "end": self.end, "client": self.client,
+            **({"cookie": self.cookie} if self.cookie else {}),
         })
 
     @classmethod
@@ -68,6 +71,7 @@ class Request:
         return cls(
             str(data["host"]), str(data["path"]), str(data["method"]), int(data["status"]),
             float(data["start"]), float(data["end"]), str(data["client"]),
+            str(data.get("cookie", "")),
         )
 
 

@@ -7,7 +7,8 @@ listener on TRIPWIRE_ADDRESS that serves nothing. :class:`WebProcess` serves a
 web from ``python -m hive.testweb`` in a process of its own. With ``sitemaps``
 (off by default, so other tests and benchmarks see the same web), the server
 also answers for the sitemap and feed hosts of hive.testweb.sitemaps
-(``sm-<kind>.<domain>``, on the same port).
+(``sm-<kind>.<domain>``, on the same port); given a ``CookieWeb``, for its cookie
+hosts (``ck-<i>.<domain>``, hive.testweb.cookies).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from socketserver import TCPServer
 from types import TracebackType
 from typing import Any, TextIO
 
+from hive.testweb.cookies import CookieWeb
 from hive.testweb.graph import STREAM_SECONDS, Response, Stream, Web
 from hive.testweb.requestlog import Request, hostname, load_log
 from hive.testweb.sitemaps import SitemapWeb
@@ -39,6 +41,7 @@ class _Site:
     def __init__(self, web: Web, log: TextIO | None) -> None:
         self.web = web
         self.sitemaps: SitemapWeb | None = None
+        self.cookies: CookieWeb | None = None
         self.port = 0
         self.tripwire = 0
         self.stopping = threading.Event()
@@ -103,8 +106,11 @@ class _Handler(BaseHTTPRequestHandler):
         site = self.server.site
         host = self.headers.get("Host", "").strip().lower()
         asked = site.ask(host, self.path)
+        cookie_host = site.cookies.respond(hostname(host), self.path) if site.cookies else None
         reply: Response | Stream
-        if site.sitemaps is not None and hostname(host).startswith("sm-"):
+        if cookie_host is not None:
+            reply = cookie_host
+        elif site.sitemaps is not None and hostname(host).startswith("sm-"):
             found = site.sitemaps.respond(hostname(host), self.path)
             reply = (Response(404, b"not found\n", "text/plain") if found is None
                      else Response(found.status, found.body, found.content_type))
@@ -122,7 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             client = f"{self.client_address[0]}:{self.client_address[1]}"
             site.record(
-                Request(host, self.path, self.command, reply.status, start, time.time(), client)
+                Request(host, self.path, self.command, reply.status, start, time.time(), client,
+                        self.headers.get("Cookie", ""))
             )
 
     def _stream(self, reply: Stream, send_body: bool, start: float) -> None:
@@ -201,11 +208,12 @@ class WebServer(_Served):
 
     def __init__(
         self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
-        sitemaps: bool = False,
+        sitemaps: bool = False, cookies: CookieWeb | None = None,
     ) -> None:
         self.web = web
         self._log = log.open("a", encoding="utf-8", buffering=1) if log is not None else None
         self._site = _Site(web, self._log)
+        self._site.cookies = self.cookies = cookies
         self._servers: list[_HTTPServer] = []
         self._threads: list[threading.Thread] = []
         try:
@@ -281,8 +289,9 @@ class WebProcess(_Served):
     """
 
     def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0,
-                 sitemaps: bool = False) -> None:
+                 sitemaps: bool = False, cookies: CookieWeb | None = None) -> None:
         self.web = web
+        self.cookies = cookies
         self.address = host
         self.log = log
         command = [
@@ -298,6 +307,9 @@ class WebProcess(_Served):
             command.append("--requisites")
         if sitemaps:
             command.append("--sitemaps")
+        if cookies is not None:
+            command += ["--cookie-hosts", str(cookies.hosts), "--cookie-count", str(cookies.count),
+                        "--cookie-bytes", str(cookies.size), "--cookie-pages", str(cookies.pages)]
         self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         ready, _, _ = select.select([self._process.stdout], [], [], timeout)
@@ -333,12 +345,13 @@ class WebProcess(_Served):
 
 def serve(
     web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
-    sitemaps: bool = False,
+    sitemaps: bool = False, cookies: CookieWeb | None = None,
 ) -> WebServer:
     """Serve ``web`` on ``host:port`` (0: any free port) from background threads; with
-    ``sitemaps``, the sitemap and feed hosts too (hive.testweb.sitemaps).
+    ``sitemaps``, the sitemap and feed hosts too (hive.testweb.sitemaps), with ``cookies``
+    its cookie hosts (hive.testweb.cookies, of ``web``'s domain).
 
     Also opens the tripwire on ``127.0.0.1``. Every request is logged in
     memory and, when ``log`` is given, appended to that file as JSON lines.
     """
-    return WebServer(web, host, port, log, sitemaps)
+    return WebServer(web, host, port, log, sitemaps, cookies)
