@@ -97,6 +97,10 @@ class FetchConfig:
     verify_tls: bool
     headers: list[str]
     cookies: bool
+    max_cookie_bytes: int
+    max_cookie_header_bytes: int
+    max_cookies_per_host: int
+    cookie_jar_mb: float
     proxy: str
     no_proxy: list[str]
     proxy_allow_nets: list[str]
@@ -249,7 +253,8 @@ MINIMUM_ONE = {
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
     "warc.revisit_min_bytes", "hive.max_tries", "hive.overflow", "hive.tcp_port",
     "parse.max_links_per_page", "parse.max_embeds_per_page", "parse.max_css_bytes",
-    "sitemaps.max_files_per_host", "sitemaps.base_level",
+    "sitemaps.max_files_per_host", "sitemaps.base_level", "fetch.max_cookie_bytes",
+    "fetch.max_cookie_header_bytes", "fetch.max_cookies_per_host",
 }
 
 
@@ -305,6 +310,13 @@ def _check_fetch(cfg: FetchConfig) -> None:
             raise ConfigError(f"fetch.headers: expected 'Name: value' on one line, got {line!r}")
         if match.group(1).lower() in FETCHER_HEADERS:
             raise ConfigError(f"fetch.headers: {match.group(1)} is set by the fetcher")
+    if cfg.max_cookie_bytes > cfg.max_cookie_header_bytes:
+        raise ConfigError(
+            f"fetch.max_cookie_bytes: must not exceed fetch.max_cookie_header_bytes "
+            f"({cfg.max_cookie_header_bytes}), or a cookie kept could not be sent, "
+            f"got {cfg.max_cookie_bytes}")
+    if cfg.cookie_jar_mb <= 0:
+        raise ConfigError(f"fetch.cookie_jar_mb: must be positive, got {cfg.cookie_jar_mb}")
     if cfg.ca_file and not Path(cfg.ca_file).is_file():
         raise ConfigError(f"fetch.ca_file: no such file: {cfg.ca_file}")
     if cfg.ca_dir and not Path(cfg.ca_dir).is_dir():

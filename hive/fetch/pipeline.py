@@ -92,7 +92,7 @@ from hive.core.record import PAGE as PAGE_RECORD
 from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.client import Fetcher, FetchResult
-from hive.fetch.cookies import CookieJars
+from hive.fetch.cookies import CookieJars, CookieLimits
 from hive.fetch.dns import AddressGuard, DnsCache, Resolver
 from hive.fetch.feeds import FeedReader
 from hive.fetch.headers import refresh_target, robots_nofollow
@@ -254,7 +254,8 @@ class Pipeline:
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
         self.recent = recent
-        self.cookies = CookieJars() if cfg.fetch.cookies else None
+        self.cookies = (CookieJars(CookieLimits.from_config(cfg.fetch)) if cfg.fetch.cookies
+                        else None)
         self.warc = (
             WarcWriter.from_config(
                 cfg.warc, warc_dir, f"hive-{name}", f"hive/{__version__}",
@@ -706,6 +707,8 @@ class Pipeline:
             out.update(self.warc.stats())
         if self.payloads is not None:
             out.update(self.payloads.stats())
+        if self.cookies is not None:
+            out.update(self.cookies.stats())
         out.update(self.counts)
         return out
 

@@ -28,10 +28,8 @@ from hypothesis import strategies as st
 
 from hive.config import load
 from hive.errors import ConfigError
-from hive.fetch import cookies as cookies_module
 from hive.fetch import decoding
 from hive.fetch.client import Fetcher, FetchResult
-from hive.fetch.cookies import CookieJars
 from hive.fetch.decoding import decode_body
 from hive.fetch.headers import (
     content_codings,
@@ -883,30 +881,6 @@ def test_proxy_settings_are_checked_by_name() -> None:
             load(environ={}).replace(fetch={"proxy": bad})
     with pytest.raises(ConfigError, match="fetch.proxy_allow_nets: bad network"):
         load(environ={}).replace(fetch={"proxy_allow_nets": ["10.0.0.0/33"]})
-
-
-# --- cookies: one jar per host, bounded ------------------------------------------------------
-
-
-def test_cookie_jars_are_per_host_and_bounded() -> None:
-    jars = CookieJars()
-    jars.keep("a.site.test", "http://a.site.test/", [("Set-Cookie", "s=1; Domain=site.test")])
-    assert jars.header("a.site.test", "http://a.site.test/x") == "s=1"
-    assert jars.header("b.site.test", "http://b.site.test/") is None  # never across hosts
-    jars.keep("a.site.test", "http://a.site.test/", [("Set-Cookie", "big=" + "x" * 9000)])
-    assert jars.header("a.site.test", "http://a.site.test/") is None  # over MAX_HEADER
-    many = [("Set-Cookie", f"c{i}=1") for i in range(cookies_module.MAX_COOKIES + 1)]
-    jars.keep("c.test", "http://c.test/", many)
-    assert jars.header("c.test", "http://c.test/") is None  # a jar past the cap is emptied
-
-
-@settings(max_examples=200, deadline=None)
-@given(HEADER_VALUE)
-def test_no_set_cookie_value_raises(value: str) -> None:
-    jars = CookieJars()
-    jars.keep("a.test", "http://a.test/", [("Set-Cookie", value), ("Set-Cookie2", value)])
-    header = jars.header("a.test", "http://a.test/")
-    assert header is None or isinstance(header, str)
 
 
 def test_a_proxy_dripping_its_answer_stops_at_total_timeout(make_fetcher: Any) -> None:
