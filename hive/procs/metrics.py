@@ -10,7 +10,8 @@ from /proc at the scrape, through psutil objects owned by the collector.
 
 Per worker (label ``worker``): pages fetched, bytes, requests, outcomes by
 kind, HTTP responses by status class, refusals by reason, URLs admitted and
-pending, hosts by state, leases in flight, the fetch-duration histogram
+pending, hosts by state, leases in flight, cookies refused and dropped and the
+bytes the cookie jars hold, the fetch-duration histogram
 (hive/procs/fetchtimes.py), the politeness wait (until its first waiting host
 may go), robots.txt and DNS cache hits and misses, outbox depth, the drain
 forecast (hive/procs/hoststatus.py) and the time of the last report. Per
@@ -68,12 +69,18 @@ GAUGES: tuple[Row, ...] = (
     ("hive_leases_in_flight", "Leases out to fetch threads.", "worker/in_flight"),
     ("hive_outbox_batches", "Batches of links not yet acknowledged by their owners.",
      "outbox/size"),
+    ("hive_cookie_bytes", "Memory the cookie jars account for, in bytes (fetch.cookie_jar_mb).",
+     "cookies/bytes"),
 )
 # Counters with a second label read from the end of their key: (name, help, label, prefix).
 LABELLED = (
     ("hive_outcomes", "URLs ended, by outcome.", "kind", "frontier/done/"),
     ("hive_http_responses", "HTTP responses by status class.", "class", "fetch/status/"),
     ("hive_refusals", "URLs refused, by reason.", "reason", "refusals/"),
+    ("hive_cookies_refused", "Set-Cookie values not kept, by reason.", "reason",
+     "cookies/refused/"),
+    ("hive_cookies_dropped", "Cookies dropped to fit a bound, by bound.", "bound",
+     "cookies/dropped/"),
 )
 HOST_STATES = ("bound", "ready", "waiting", "parked")
 

@@ -5,17 +5,19 @@ per process, the totals, what the rest of the batch waits for (``waiting``),
 whether it is stopping. This module turns it into text: a table that drops its
 least needed columns to fit the terminal's width (80 columns keep role, pid,
 cpu%, memory, pending, ready, parked, in flight, pages and errors), and one-line
-notes on a wait or a stop, wrapped to the same width.
+notes on a wait, a stop, refusals and cookies refused or dropped, wrapped to the same width.
 """
 
 from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hive.fetch.cookies import DROPPED, REFUSED
 from hive.frontier.refusals import describe
 
 Row = dict[str, Any]
@@ -133,6 +135,34 @@ def drain_note(hosts: Mapping[str, Any] | None) -> str:
     return note
 
 
+def cookie_note(reports: Iterable[Mapping[str, Any]]) -> str:
+    """``cookies: 9,800 refused (too_large 9,800); 48 dropped (header_bytes 48); 1.2 MiB
+    held`` over the workers' reports; empty unless a cookie was refused or dropped."""
+    refused: Counter[str] = Counter()
+    dropped: Counter[str] = Counter()
+    held = 0.0
+    for stats in reports:
+        for key, value in stats.items():
+            if not isinstance(value, int | float):
+                continue
+            if key.startswith(REFUSED):
+                refused[key[len(REFUSED):]] += int(value)
+            elif key.startswith(DROPPED):
+                dropped[key[len(DROPPED):]] += int(value)
+            elif key == "cookies/bytes":
+                held += value
+    if not refused and not dropped:
+        return ""
+
+    def part(counts: Counter[str], what: str) -> str:
+        each = ", ".join(f"{reason} {n:,}" for reason, n in counts.most_common())
+        return f"{sum(counts.values()):,} {what} ({each})"
+
+    parts = [part(counts, what) for counts, what in ((refused, "refused"), (dropped, "dropped"))
+             if counts]
+    return f"cookies: {'; '.join(parts)}; {held / (1 << 20):.1f} MiB held"
+
+
 def stopping_note(status: dict[str, Any]) -> str:
     """What a stopping hive still waits for: fetches in flight, then processes closing."""
     if not status.get("stopping"):
@@ -169,6 +199,7 @@ def format_status(status: dict[str, Any], width: int, now: float) -> str:
         waiting_note(status.get("waiting"), now),
         drain_note(status.get("hosts")),
         describe(row.get("stats", {}) for row in status["processes"]),
+        cookie_note(row.get("stats", {}) for row in status["processes"]),
     ]
     lines += [textwrap.fill(note, width, subsequent_indent="  ", break_on_hyphens=False)
               for note in notes if note]

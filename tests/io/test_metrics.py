@@ -52,6 +52,8 @@ def a_report(now: float) -> dict[str, float]:
         "robots/hits": 10, "robots/loads": 2, "robots/misses": 3, "dns/hits": 8,
         "dns/misses": 2, "outbox/size": 1, "frontier/wait/until": now + 30,
         "hosts/time": now, "hosts/drain": 120.0, "hive/time": now, **times.stats(),
+        "cookies/refused/too_large": 49, "cookies/dropped/header_bytes": 3,
+        "cookies/bytes": 9000,
     }
 
 
@@ -77,6 +79,9 @@ def test_a_snapshot_is_exposed_with_prometheus_names(server: MetricsServer) -> N
     assert got[("hive_robots_cache_hits_total", w0)] == 12
     assert got[("hive_dns_cache_misses_total", w0)] == 2
     assert got[("hive_outbox_batches", w0)] == 1
+    assert got[("hive_cookies_refused_total", (("reason", "too_large"), ("worker", "0")))] == 49
+    assert got[("hive_cookies_dropped_total", (("bound", "header_bytes"), ("worker", "0")))] == 3
+    assert got[("hive_cookie_bytes", w0)] == 9000
     assert got[("hive_supervisor_outbox_batches", ())] == 4
     assert 0 < got[("hive_politeness_wait_seconds", w0)] <= 30
     assert 0 < got[("hive_drain_forecast_seconds", w0)] <= 120

@@ -7,6 +7,7 @@ from typing import Any
 
 from hive.core import wire
 from hive.procs.stats import HiveStats, Process, WorkerReport
+from hive.procs.statustext import cookie_note, format_status
 
 
 def report(worker: int, number: int, sent: float = 0.0, **stats: Any) -> WorkerReport:
@@ -84,3 +85,18 @@ def test_the_status_document_carries_each_workers_report() -> None:
     assert worker1["errors"] == 2
     assert status["procs"] == 2 and status["bad_messages"] == 2 and status["waiting"] is None
     assert status["totals"]["errors"] == 2
+
+
+def test_cookies_refused_or_dropped_are_a_status_note() -> None:
+    quiet = {"cookies/kept": 4, "cookies/bytes": 5000}
+    assert cookie_note([quiet, {}]) == ""
+    busy = {"cookies/refused/too_large": 9000, "cookies/dropped/header_bytes": 48,
+            "cookies/bytes": 1 << 20}
+    other = {"cookies/refused/too_large": 800, "cookies/refused/policy": 2,
+             "cookies/bytes": 1 << 19}
+    note = cookie_note([busy, other])
+    assert note == ("cookies: 9,802 refused (too_large 9,800, policy 2); "
+                    "48 dropped (header_bytes 48); 1.5 MiB held")
+    status = {"processes": [{"role": "worker-0", "stats": busy}],
+              "totals": {"pages_per_s": 0.0}}
+    assert "cookies: 9,000 refused (too_large 9,000)" in format_status(status, 200, 0.0)
