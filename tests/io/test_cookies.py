@@ -300,7 +300,7 @@ def crawl(server: WebServer, tmp_path: Path) -> dict[str, float]:
     cookies = server.cookies
     assert cookies is not None
     server.reset()
-    cfg = crawl_config(server, fetch={"cookies": True, "threads": 4})
+    cfg = crawl_config(server, fetch={"cookies": True, "threads": 4})  # type: ignore[arg-type]
     worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path / "logs", rng=random.Random(7))
     try:
         worker.add(cookies.seeds(server.port), time.time())
