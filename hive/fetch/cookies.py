@@ -29,12 +29,15 @@ A cookie is *used* when it is set or sent; a host, when one of its cookies is.
 A ``Set-Cookie`` that makes no cookie is counted: ``cookies/deleted`` when it
 carries an expiry (a deletion), else ``cookies/refused/unreadable``; one the
 cookie policy refuses (another domain, an RFC 2965 version) is
-``cookies/refused/policy``. Jars live in memory: a restarted worker starts
-without cookies.
+``cookies/refused/policy``; one whose name or value holds a control character
+(a tab included), ``cookies/refused/control_character``: the fetcher sends no
+Cookie header holding one, so it would silence the host's other cookies. Jars
+live in memory: a restarted worker starts without cookies.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import urllib.request
 from collections import Counter, OrderedDict
@@ -55,6 +58,8 @@ HOST_COST = 2560
 REFUSED = "cookies/refused/"
 DROPPED = "cookies/dropped/"
 
+# RFC 6265's cookie-octets exclude them; the fetcher sends no Cookie header holding one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 Key = tuple[str, str, str]  # (domain, path, name): what makes two cookies one
 
 
@@ -211,6 +216,9 @@ class CookieJars:
             deletion = "expires=" in lowered or "max-age=" in lowered
             self.counts["cookies/deleted" if deletion else REFUSED + "unreadable"] += 1
         for cookie in made:
+            if _CONTROL.search(cookie.name) or _CONTROL.search(cookie.value or ""):
+                self.counts[REFUSED + "control_character"] += 1
+                continue
             if not self._policy.set_ok(cookie, request):
                 self.counts[REFUSED + "policy"] += 1
                 continue

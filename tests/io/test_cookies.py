@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import random
+import re
 import time
 import tracemalloc
 import urllib.request
@@ -94,6 +95,17 @@ def test_an_oversized_cookie_does_not_suppress_the_small_ones() -> None:
     jars.keep("h.test", url("h.test", "/set"), [big(f"c{i}", 64_000) for i in range(49)])
     assert jars.header("h.test", url("h.test", "/after")) == "session=abc"
     assert jars.stats()["cookies/refused/too_large"] == 49
+
+
+@pytest.mark.parametrize("evil", ["evil=x\ty", "evil=\x01", "ev\x7fil=1", "evil=x\x00y"])
+def test_a_cookie_with_a_control_character_is_refused_not_held(evil: str) -> None:
+    """The fetcher sends no Cookie header that holds a control character (it would split
+    the request): one such cookie held would silence the host's others."""
+    jars = CookieJars(DEFAULTS)
+    jars.keep("h.test", url("h.test"), [("Set-Cookie", "session=abc; Path=/"),
+                                        ("Set-Cookie", f"{evil}; Path=/")])
+    assert jars.header("h.test", url("h.test", "/after")) == "session=abc"
+    assert jars.stats()["cookies/refused/control_character"] == 1
 
 
 def test_big_cookies_under_the_limit_drop_the_largest_not_the_session() -> None:
@@ -283,6 +295,7 @@ def test_no_sequence_of_set_cookies_breaks_a_bound(
         for name in ("a.test", "b.test", "c.test"):
             header = jars.header(name, url(name, "/b/c"))
             assert header is None or len(header) <= limits.header_bytes
+            assert header is None or not re.search(r"[\x00-\x1f\x7f]", header)
 
 
 # --- at the server --------------------------------------------------------------------------
