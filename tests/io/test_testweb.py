@@ -33,6 +33,7 @@ from hive.testweb import (
     received,
     serve,
 )
+from hive.testweb.cookies import CookieWeb
 from hive.testweb.requestlog import load_log
 from tests.conftest import wait_for
 
@@ -412,3 +413,31 @@ def test_subprocess_serves_on_127_0_0_2_by_default_and_writes_its_log_on_sigterm
     assert process.returncode == 0 and errors == b""
     [record] = load_log(log)
     assert record.url == f"http://h001.web.test:{port}/p/2.html" and record.status == 200
+
+
+def test_cookie_hosts_set_the_cookies_asked_for_and_the_log_keeps_the_header(
+    tmp_path: Path,
+) -> None:
+    web = Web(seed=3, hosts=1, pages=1, hostile=False)
+    cookies = CookieWeb(web.domain, hosts=2, count=3, size=100, pages=2)
+    host = cookies.names[1]
+    assert cookies.respond("h000.web.test", "/") is None  # not a cookie host: the web's
+    root = cookies.respond(host, "/")
+    assert root is not None and root.headers == (("Set-Cookie", "session=s1; Path=/"),)
+    assert cookies.set_path().encode() in root.body
+    made = cookies.respond(host, "/set/3x100.html")
+    assert made is not None and [len(v.partition(";")[0]) for _, v in made.headers] == [100] * 3
+    assert all(p.encode() in made.body for p in cookies.after_paths())
+    gone = cookies.respond(host, "/after/2.html")
+    assert gone is not None and gone.status == 404
+    with serve(web, ADDRESS, log=tmp_path / "log.jsonl", cookies=cookies) as running:
+        with closing(http.client.HTTPConnection(running.address, running.port, timeout=5)) as c:
+            for cookie in ("session=s1", ""):
+                c.request("GET", "/after/0.html", headers={
+                    "Host": f"{host}:{running.port}", **({"Cookie": cookie} if cookie else {})})
+                with closing(c.getresponse()) as response:
+                    assert response.status == 200
+                    response.read()
+        wait_for(lambda: len(running.requests) == 2)
+        assert [r.cookie for r in running.requests] == ["session=s1", ""]
+    assert [r.cookie for r in load_log(tmp_path / "log.jsonl")] == ["session=s1", ""]
