@@ -116,13 +116,23 @@ def splitter(endpoints: Endpoints) -> Iterator[Splitter]:
 
 def test_the_splitter_bounds_its_overflow_within_a_turn(
         splitter: Splitter, endpoints: Endpoints, peers: Peers) -> None:
-    """Ten batches for one worker in one turn: the overflow keeps the newest three."""
-    sender = peers.push(endpoints.splitter)
-    for seq in range(10):
-        sender.send_multipart(batch(seq, f"h{seq}.test"))
-    wait_for(lambda: splitter.inbox.poll(0) and splitter.inbox.get(zmq.EVENTS))
-    time.sleep(0.2)  # all ten in the splitter's socket before its turn
-    turn_until(splitter, lambda: splitter.counts["splitter/batches"] == 10)
+    """Ten batches for one worker in one turn: the overflow keeps the newest three.
+
+    They come over inproc, bound beside the splitter's ipc address on its own inbox: an
+    inproc send puts the message in the receiving socket's pipe before it returns, so all
+    ten wait there when the turn starts (over ipc they would cross ZeroMQ's I/O thread on
+    its own schedule, and a turn could see some of them only)."""
+    assert splitter.ctx is not None
+    splitter.inbox.bind("inproc://splitter-inbox")
+    sender = splitter.ctx.socket(zmq.PUSH)
+    try:
+        sender.connect("inproc://splitter-inbox")
+        for seq in range(10):
+            sender.send_multipart(batch(seq, f"h{seq}.test"))
+        splitter.loop_once(time.time())
+    finally:
+        sender.close(linger=0)
+    assert splitter.counts["splitter/batches"] == 10
     assert splitter.counts["splitter/shed"] == 7
     worker = peers.pull(endpoints.worker(0))
     seqs = [wire.decode(frames).seq for frames in received(worker)]  # type: ignore[union-attr]
@@ -303,13 +313,19 @@ def test_a_child_that_keeps_dying_is_restarted_then_given_up_on(
     cfg = config.load(environ={}).replace(
         hive={"max_restarts": 2, "restart_window": 60.0, "restart_backoff": 0.5})
     supervisor = opened(StandIns(cfg, tmp_path, 1, dying=(0,)))
-    now = time.time()
-    for _ in range(500):  # 0.5 s, then 1 s of backoff: a turn a second covers it
-        if supervisor.stopping:
-            break
-        supervisor.loop_once(now)
-        now += 1.0
-        time.sleep(0.02)
+    worker = next(child for child in supervisor.children if child.worker == 0)
+    clock = time.time()
+
+    def turned() -> bool:
+        """A turn at ``clock``, which moves only past a backoff: however long a stand-in
+        takes to start and die on this machine, its deaths are 0.5 s and 1 s apart."""
+        nonlocal clock
+        supervisor.loop_once(clock)
+        if worker.process is None and not supervisor.stopping:
+            clock = max(clock, worker.restart_at)
+        return supervisor.stopping
+
+    wait_for(turned, timeout=60)
     assert supervisor.launches == {"splitter": 1, "worker 0": 3}, "restarted twice"
     assert supervisor.stopping and supervisor.exit_code == ExitCode.ERROR
     assert supervisor.ended.startswith("worker 0 died 3 times in 60s (last exit code 3)")
