@@ -1,10 +1,11 @@
 """A full disk stops the hive cleanly with a message that says so; freed space resumes it.
 
 The data directory is a small tmpfs the test mounts (root only; skipped where
-mounting is not allowed). WARC files fill it; a worker meets ENOSPC writing
-WARC or committing LMDB, stops with a storage error, and the supervisor stops
-the hive instead of restarting it. After the tmpfs is made larger, ``start``
-resumes and completes with nothing lost, measured at the server.
+mounting is not allowed, but failed under CI, which runs as root). WARC files
+fill it; a worker meets ENOSPC writing WARC or committing LMDB, stops with a
+storage error, and the supervisor stops the hive instead of restarting it.
+After the tmpfs is made larger, ``start`` resumes and completes with nothing
+lost, measured at the server.
 """
 
 from __future__ import annotations
