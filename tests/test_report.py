@@ -1,9 +1,11 @@
 """`hive report`: a crawl of the test web gives a page with every section drawn, which a
-headless Chromium opens without a console message; odd logs still give a page that says
-what it skipped."""
+headless Chromium opens without a console message and on which it draws every plot (judged
+on its screenshot); odd logs still give a page that says what it skipped."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -25,6 +27,9 @@ SECTIONS = ("summary", "rates", "outcomes", "mime", "hosts", "refusals", "depth"
             "slowest", "skipped")
 # Sections drawn from data: each has a plot once the crawl has done anything.
 PLOTTED = ("rates", "outcomes", "hosts", "refusals", "depth", "waits", "slowest")
+# The plots of each section in the report of the crawl below (the rest have none).
+PLOTS = {"rates": 1, "outcomes": 2, "mime": 1, "hosts": 3, "refusals": 1, "depth": 1,
+         "waits": 1, "slowest": 1}
 LINE = ('{"t": 1.5, "outcome": "ok", "status": 200, "bytes": 9, "dl": 0.1, '
         '"url": "http://a.test/", "via": "", "depth": 0}\n')
 
@@ -110,17 +115,74 @@ def chromium() -> str:
     return found
 
 
-def console_messages(browser: str, page: Path, tmp: Path) -> tuple[list[str], Path]:
-    """The console messages Chromium logs while it loads ``page``, and its screenshot."""
-    shot = tmp / f"{page.stem}.png"
+def run_chromium(browser: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium with ``args`` at one layout: 1200 px wide, no scrollbars (which
+    would narrow the page as it grows taller), one pixel a CSS pixel."""
     result = subprocess.run(
-        [browser, "--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr",
-         "--v=0", f"--user-data-dir={tmp / 'profile'}", "--window-size=1200,3000",
-         f"--screenshot={shot}", page.as_uri()],
+        [browser, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+         "--force-device-scale-factor=1", "--enable-logging=stderr", "--v=0",
+         f"--user-data-dir={tmp / 'profile'}", *args],
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    return [line for line in result.stderr.splitlines() if ":CONSOLE" in line], shot
+    return result
+
+
+def console_messages(browser: str, page: Path, tmp: Path) -> list[str]:
+    """The console messages Chromium logs while it loads ``page``."""
+    result = run_chromium(browser, tmp, "--window-size=1200,3000", "--dump-dom", page.as_uri())
+    return [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+
+
+# Run in a copy of the page (the report itself has no script): where each section's plots
+# (its outermost <svg> elements) are laid out, in page pixels, and how tall the page is.
+PROBE = """<script>
+const boxes = Object.fromEntries([...document.querySelectorAll("section")].map(section =>
+  [section.id, [...section.querySelectorAll("svg")]
+    .filter(svg => !svg.parentElement.closest("svg"))
+    .map(svg => svg.getBoundingClientRect())
+    .map(r => [r.left + scrollX, r.top + scrollY, r.width, r.height])]));
+const out = document.createElement("pre");
+out.id = "probe";
+out.textContent = JSON.stringify({height: document.documentElement.scrollHeight, boxes});
+document.body.append(out);
+</script>"""
+# A plot's data is drawn in colour (bars #4a7ab0 and #b05a4a, matplotlib's blue and orange
+# lines), its axes and text in grey: a pixel is ink when its channels differ this much.
+INK_SPREAD = 60
+# Colour pixels a plot must show: the thinnest drawn in a crawl's report (the rates' line
+# over a few steps) shows thousands; a plot left empty, hidden or drawn blank shows none.
+MIN_INK = 300
+
+
+def drawn_plots(browser: str, page: Path, tmp: Path) -> dict[str, list[int]]:
+    """Section id -> the colour pixels Chromium shows inside each of its plots that has a
+    box of its own (an <svg> hidden, collapsed or left out has none), read from a
+    screenshot of the whole page, as tall as it is laid out."""
+    from PIL import Image, ImageChops
+
+    probe = tmp / f"{page.stem}-probe.html"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    dom = run_chromium(browser, tmp, "--window-size=1200,3000", "--dump-dom",
+                       probe.as_uri()).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found is not None, "the probe script did not run"
+    layout = json.loads(html.unescape(found.group(1)))
+    shot = tmp / f"{page.stem}.png"
+    run_chromium(browser, tmp, f"--window-size=1200,{layout['height']}",
+                 f"--screenshot={shot}", page.as_uri())
+    with Image.open(shot) as image:
+        r, g, b = image.convert("RGB").split()
+    spread = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
+                                 ImageChops.darker(ImageChops.darker(r, g), b))
+    ink = spread.point(lambda v: 255 if v >= INK_SPREAD else 0)
+    drawn: dict[str, list[int]] = {}
+    for section, boxes in layout["boxes"].items():
+        drawn[section] = [
+            ink.crop((round(x), round(y), round(x + w), round(y + h))).histogram()[255]
+            for x, y, w, h in boxes if w >= 1 and h >= 1
+        ]
+    return drawn
 
 
 @pytest.mark.slow
@@ -132,11 +194,29 @@ def test_chromium_opens_the_report_without_a_console_message(
     # The check is seen to work: a page that does log is caught.
     noisy = tmp_path / "noisy.html"
     noisy.write_text("<!DOCTYPE html><script>console.error('noisy')</script>")
-    caught, _ = console_messages(browser, noisy, tmp_path)
+    caught = console_messages(browser, noisy, tmp_path)
     assert any("noisy" in line for line in caught), caught
-    messages, shot = console_messages(browser, crawled / "report.html", tmp_path)
-    assert messages == []
-    assert shot.stat().st_size > 10_000, "the screenshot should show the page"
+    assert console_messages(browser, crawled / "report.html", tmp_path) == []
+
+
+@pytest.mark.slow
+def test_chromium_draws_every_plot_of_the_report(crawled: Path, tmp_path: Path) -> None:
+    """Each plot is laid out with a box of its own and shows its data in colour, judged on
+    what Chromium draws, not on the HTML; and a report whose plots are removed, or kept
+    in the page but drawn blank, is seen to fail the same check."""
+    browser = chromium()
+    page = report(crawled)[1]
+    drawn = drawn_plots(browser, crawled / "report.html", tmp_path)
+    assert {name: len(inks) for name, inks in drawn.items() if inks} == PLOTS, drawn
+    assert all(ink >= MIN_INK for inks in drawn.values() for ink in inks), drawn
+    removed = tmp_path / "removed.html"
+    removed.write_text(re.sub(r"<svg.*?</svg>", "", page, flags=re.S))
+    assert not any(drawn_plots(browser, removed, tmp_path).values())
+    blank = tmp_path / "blank.html"
+    blank.write_text(page.replace("</style>", "svg *{visibility:hidden}</style>", 1))
+    drawn = drawn_plots(browser, blank, tmp_path)
+    assert {name: len(inks) for name, inks in drawn.items() if inks} == PLOTS, drawn
+    assert all(ink == 0 for inks in drawn.values() for ink in inks), drawn
 
 
 def test_odd_logs_still_give_a_report_that_says_what_it_skipped(tmp_path: Path) -> None:
