@@ -53,8 +53,8 @@ pages count in VmRSS as RssFile, but they are the page cache):
     admitted      URLs the crawl's discovered links added to the frontier
 
 Last line: the worker's anon peak at the largest size over that at the
-smallest, PASS when at most 1.10. The temporary directory is removed at the
-end (--keep keeps it and says where it is).
+smallest, PASS when at most 1.10 (the command then exits 0; FAIL exits 1). The
+temporary directory is removed at the end (--keep keeps it and says where it is).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ import itertools
 import math
 import multiprocessing
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -259,7 +260,7 @@ def run_size(size: int, base: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000],
                         help="URLs pending after the fill, one fresh process each")
@@ -316,7 +317,8 @@ def main() -> None:
           f"({verdict}: limit {LIMIT:.2f})")
     if args.keep:
         print(f"data kept in {base}")
+    return 0 if ratio <= LIMIT else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

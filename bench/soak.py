@@ -1,7 +1,7 @@
 """Soak run: a long crawl of a large synthetic web, every process's memory and files sampled.
 
     python bench/soak.py [--minutes 30] [--hosts 1000] [--pages 100] [--procs 2] [--interval 5]
-                         [--warmup 0.1] [--delay SECONDS]
+                         [--warmup 0.1] [--delay SECONDS] [--set KEY=VALUE ...]
 
 It serves the synthetic web (``hive.testweb``, hostile hosts left out) of
 hosts x pages (100,000 pages by default) on 127.0.0.2 in a process of its own
@@ -16,7 +16,8 @@ web's robots.txt Crawl-delay, and the expected rate is the crawlable hosts
 politeness bound. ``--delay`` sets a shorter one to soak the hive at full
 speed, bound by CPU rather than by politeness; the web must then be large
 enough to last the run (hosts x pages at least minutes x 60 x the pages/s the
-machine reaches). At the deadline
+machine reaches). ``--set`` passes a setting to the hive as ``hive -s`` does
+(``--set warc.max_file_bytes=5000000``). At the deadline
 a hive still crawling is stopped with ``hive stop`` (warm); one still running
 ``GRACE`` seconds later is killed with its process group.
 
@@ -62,8 +63,10 @@ when the hive's crawl log says it had it if that came before the server's
 stamp (bench/chaos.py's correction: a starved server stamps late), and by the
 server's stamps alone; and the exit code of ``hive start`` and why it stopped.
 
-The command exits 1 when a verdict failed, a process restarted, or a page was
-lost, fetched twice or fetched too soon; 0 otherwise.
+The command exits 1 when a verdict failed, a process restarted, a page was
+lost, fetched twice or fetched too soon, or ``hive start`` exited other than 0
+(the batch ended) or 3 after the soak's own ``hive stop`` at the deadline; 0
+otherwise.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ from hive.core.wire import decode_records
 from hive.errors import ControlError, HiveError
 from hive.procs.control import ControlClient
 from hive.procs.endpoints import Endpoints
+from hive.procs.lifecycle import ExitCode
 from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
 from hive.storage.schema import PENDING, url_key
@@ -114,6 +118,7 @@ GROWTH_MB = 5.0
 GROWTH_PCT = 10.0
 FD_SLACK = 8
 PROGRESS = 60.0
+STOPPED_AT_DEADLINE = "hive stop at the deadline"
 MB = 2**20
 
 
@@ -272,7 +277,8 @@ def crawl(args: argparse.Namespace, work: Path, server: WebProcess,
         "politeness": {"min_delay": delay, "max_delay": delay, "crawl_delay_cap": delay},
         "robots": {"retry_delay": 1.0, "tries": 3},
     }, work / "hive.toml")
-    hive = [sys.executable, "-m", "cli", "--config", str(work / "hive.toml")]
+    hive = [sys.executable, "-m", "cli", "--config", str(work / "hive.toml"),
+            *(arg for setting in args.set for arg in ("-s", setting))]
     with (work / "start.out").open("wb") as out:
         process = subprocess.Popen(
             [*hive, "start", "--procs", str(args.procs), "--data", str(data), "--seeds",
@@ -299,7 +305,7 @@ def crawl(args: argparse.Namespace, work: Path, server: WebProcess,
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(max(0.0, min(now + args.interval, deadline) - time.monotonic()))
         if process.poll() is None:
-            how = "hive stop at the deadline"
+            how = STOPPED_AT_DEADLINE
             with contextlib.suppress(subprocess.TimeoutExpired):
                 subprocess.run([*hive, "stop", "--data", str(data)], cwd=ROOT, timeout=GRACE,
                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -448,6 +454,8 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=None,
                         help="per-host delay in seconds (default: minutes x 60 / pages, "
                              "which keeps the crawl bound by politeness for the whole run)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for the hive, as `hive -s` takes it (repeatable)")
     args = parser.parse_args()
     delay = args.minutes * 60 / args.pages if args.delay is None else args.delay
     warmup = args.warmup * args.minutes * 60
@@ -484,8 +492,9 @@ def main() -> int:
     print(f"hive start      exit code {process.returncode}; {how}; "
           f"{start_out[-1] if start_out else '(no output)'}")
     print(f"samples         {work / 'samples.csv'}")
-    ok = (clean and False not in verdicts and not sampler.restarts and not died
-          and process.returncode == 0)
+    ended = process.returncode == ExitCode.ENDED or (
+        how == STOPPED_AT_DEADLINE and process.returncode == ExitCode.STOPPED)
+    ok = clean and False not in verdicts and not sampler.restarts and not died and ended
     print(f"soak            {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
