@@ -30,12 +30,13 @@ from tests.conftest import LAUNCHED, WEB_ADDRESS, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 RETRY_AFTER = 40
-SLOW = 8.0  # long enough for two CLI calls to start on a busy machine while it lasts
+HOLD = 120.0  # at most this long /slow is held for a release that does not come
+TOTAL_TIMEOUT = 10.0
 
 
 class Handler(BaseHTTPRequestHandler):
-    """robots.txt: 404 (allow all); /busy: 429 with Retry-After; /slow: a page after SLOW
-    seconds; any other path: a page linking to nothing."""
+    """robots.txt: 404 (allow all); /busy: 429 with Retry-After; /slow: a page once the
+    test releases it (``server.release``); any other path: a page linking to nothing."""
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.server.paths.append(self.path)  # type: ignore[attr-defined]
@@ -45,7 +46,7 @@ class Handler(BaseHTTPRequestHandler):
             self._answer(429, b"slow down\n", ("Retry-After", str(RETRY_AFTER)))
         else:
             if self.path == "/slow":
-                time.sleep(SLOW)
+                self.server.release.wait(HOLD)  # type: ignore[attr-defined]
             self._answer(200, b"<html><body>a page</body></html>")
 
     def _answer(self, status: int, body: bytes, *headers: tuple[str, str]) -> None:
@@ -65,9 +66,11 @@ class Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[ThreadingHTTPServer]:
     httpd = ThreadingHTTPServer((WEB_ADDRESS, 0), Handler)
     httpd.paths = []  # type: ignore[attr-defined]
+    httpd.release = threading.Event()  # type: ignore[attr-defined]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
+    httpd.release.set()  # type: ignore[attr-defined]
     httpd.shutdown()
     httpd.server_close()
 
@@ -75,13 +78,14 @@ def server() -> Iterator[ThreadingHTTPServer]:
 class Hive:
     """``hive`` commands for one data directory, crawling ``*.test`` on the server."""
 
-    def __init__(self, tmp: Path, server: ThreadingHTTPServer) -> None:
+    def __init__(self, tmp: Path, server: ThreadingHTTPServer,
+                 total_timeout: float = TOTAL_TIMEOUT) -> None:
         self.tmp, self.data = tmp, tmp / "data"
         self.port = server.server_address[1]
         cfg = config.load(environ={}).replace(
             dns={"resolve": [f"*.test={WEB_ADDRESS}"], "allow_nets": [f"{WEB_ADDRESS}/32"]},
             politeness={"min_delay": 0.05, "max_delay": 0.2},
-            fetch={"threads": 2, "total_timeout": 10.0},
+            fetch={"threads": 2, "total_timeout": total_timeout},
         )
         lines = []
         for section, values in cfg.to_dict().items():
@@ -150,14 +154,27 @@ def test_the_tail_of_a_batch_says_what_waits_and_until_when(
 
 @pytest.mark.slow
 def test_stop_says_what_it_waits_for(tmp_path: Path, server: ThreadingHTTPServer) -> None:
-    hive = Hive(tmp_path, server)
+    """The server holds /slow until ``stop`` has said it waits for that fetch, then answers:
+    no timing decides whether the fetch is still in flight when ``stop`` looks."""
+    hive = Hive(tmp_path, server, total_timeout=HOLD)
     process = hive.start(2, hive.url("slow", "/slow"))
     wait_for(lambda: "/slow" in server.paths, timeout=30)  # type: ignore[attr-defined]
-    wait_for(lambda: (s := hive.status()) and s["totals"]["worker/in_flight"] == 1, timeout=10)
-    result = hive.stop(process)
-    assert "stopping: waiting for 1 fetch in flight to finish (worker " in result.stderr
-    assert "each ends within 10s" in result.stderr
-    assert result.stdout.strip() == f"hive on {hive.data} stopped"
+    wait_for(lambda: (s := hive.status()) and s["totals"]["worker/in_flight"] == 1, timeout=30)
+    said = tmp_path / "stop.err"
+    with said.open("w") as err:
+        stop = subprocess.Popen(hive.command("stop", "--data", str(hive.data)), env=hive.env,
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        wait_for(lambda: "fetch in flight" in said.read_text(), timeout=60)
+        server.release.set()  # type: ignore[attr-defined]
+        out, _ = stop.communicate(timeout=60)
+    finally:
+        stop.kill()
+    assert stop.returncode == 0, said.read_text()
+    process.wait(timeout=60)
+    assert "stopping: waiting for 1 fetch in flight to finish (worker " in said.read_text()
+    assert f"each ends within {HOLD:g}s" in said.read_text()
+    assert out.strip() == f"hive on {hive.data} stopped"
 
 
 @pytest.mark.slow
@@ -179,7 +196,7 @@ def test_the_rate_after_a_resume_counts_only_this_starts_pages(
     assert totals["pages_per_s"] == 0.0, totals
     assert totals["pages_this_start"] == 0
     assert "pages this start" in hive.run("status").stdout
-    hive.stop(process)
+    hive.stop(process)  # /slow still held: its fetch ends at fetch.total_timeout
 
 
 def test_cpu_is_measured_over_a_fixed_window_whoever_asks() -> None:
