@@ -31,6 +31,13 @@ over the crawl (``sitemaps.max_files_per_host``; past it they are refused as
 depth is their index level, bounded by the pipeline) nor ``max_urls_per_host``.
 A lease refused before its fetch (``refused``: a page listed by a sitemap its
 origin does not vouch for) leaves the seen set, so a link may still bring it in.
+
+A URL found again by a stronger discovery (a link to a page so listed, a feed or
+sitemap record for a URL queued as a page, a seed for a URL queued as a deep
+link) gets a new live entry, and the one queued before is dropped when it comes
+up; one refused at admission for how it was found (too deep) is admitted when a
+discovery passes (hive.frontier.seen). So each lease first checks that its
+record is still its URL's live entry.
 """
 
 from __future__ import annotations
@@ -54,9 +61,18 @@ from hive.frontier.heap import ReadyHeap
 from hive.frontier.hosts import HostState
 from hive.frontier.priority import Prioritizer, load_prioritizer
 from hive.frontier.refusals import Refusals
-from hive.frontier.seen import SeenSet
+from hive.frontier.seen import SeenSet, stronger
 from hive.outcome import Kind, Outcome, parse_kinds
-from hive.storage.schema import META_REFUSALS, U64, URL_KEY, MetaState, damaged_key, url_key
+from hive.storage.schema import (
+    META_REFUSALS,
+    REFUSED,
+    U64,
+    URL_KEY,
+    MetaState,
+    damaged_key,
+    pending_state,
+    url_key,
+)
 from hive.storage.store import Store
 from hive.storage.store import store_errors as _store_errors
 
@@ -197,6 +213,7 @@ class Frontier:
         add, prioritize, seq = self.seen.add, self.prioritize, self._seq
         url_hash = self.fingerprint
         queued: list[tuple[int, int, bytes]] = []
+        admitted = 0
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
@@ -211,12 +228,16 @@ class Frontier:
                         budget and host.admitted >= budget):
                     self._refuse(key, host, record)
                     continue
-                if not add(key):
-                    self._count("frontier/duplicates")
-                    continue
+                upgrade: bool | None = False
+                if not add(key, record):
+                    upgrade = self._found_again(key, record)
+                    if upgrade is None:
+                        continue
+                if upgrade:
+                    admitted -= 1  # the URL was admitted before: only its entry is new
                 if record.kind == SITEMAP:
                     host.sitemaps += 1
-                else:
+                elif not upgrade:
                     host.admitted += 1
                 level = int(prioritize(record, host))
                 if not 1 <= level <= levels:
@@ -227,8 +248,28 @@ class Frontier:
                 self._touch(hh, host)
         self._seq = seq
         self.front.extend(queued)
-        self._count("frontier/admitted", len(queued))
-        return len(queued)
+        admitted += len(queued)
+        self._count("frontier/admitted", admitted)
+        return admitted
+
+    def _found_again(self, key: bytes, record: UrlRecord) -> bool | None:
+        """A URL admitted or refused before, found again by ``record`` (which passed
+        admission): None if it stays as it is (a duplicate), True if ``record`` becomes the
+        live entry of its pending URL (an upgrade, hive.frontier.seen), False if it
+        overturns the URL's refusal (a new admission)."""
+        seen = self.seen
+        state = seen.state(key)
+        if state is not None and state[:1] == REFUSED:
+            seen.upgrade(key, record)
+            self._count(f"frontier/refused/{state[1:].decode('utf-8', 'replace')}", -1)
+            self._count("frontier/overturned")
+            return False
+        if state is not None and stronger(record, state):
+            seen.upgrade(key, record)
+            self._count("frontier/upgraded")
+            return True
+        self._count("frontier/duplicates")
+        return None
 
     def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
         """Record a URL refused at admission (blocked host, too deep, over the host's cap);
@@ -387,8 +428,13 @@ class Frontier:
         self._release(hh, host, park=False)
 
     def _end_unfetched(self, hh: int, record: UrlRecord, outcome: str) -> None:
-        """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``."""
-        self._finish(url_key(hh, self.fingerprint(record.url)), outcome)
+        """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``.
+        A superseded entry just goes (its URL ends with its live entry, or has ended)."""
+        key = url_key(hh, self.fingerprint(record.url))
+        if not self.seen.live(key, record):
+            self._count("frontier/superseded")
+            return
+        self._finish(key, outcome)
         self.ended.append((record, outcome))
 
     def _head_level(self, hh: int) -> int:
@@ -425,6 +471,12 @@ class Frontier:
             except DAMAGED as exc:
                 self._set_aside("back", key, data, exc)
                 self.back.remove(key, host)
+                self._dirty.add(hh)
+                heap.schedule(hh, now, now)
+                continue
+            if not self.seen.live(url_key(hh, self.fingerprint(record.url)), record):
+                self.back.remove(key, host)
+                self._count("frontier/superseded")
                 self._dirty.add(hh)
                 heap.schedule(hh, now, now)
                 continue
@@ -515,8 +567,13 @@ class Frontier:
             self._count("frontier/retried")
         elif kind == Kind.REFUSED:
             back.remove(lease.key, host)
-            self.seen.forget(URL_KEY.pack(hh, self.fingerprint(lease.record.url)))
-            self._count("frontier/done/refused")
+            key = URL_KEY.pack(hh, self.fingerprint(lease.record.url))
+            if self.seen.state(key) == pending_state(lease.record.kind, lease.record.depth):
+                # Still its live entry: the URL leaves the seen set, and a link may bring it.
+                self.seen.forget(key)
+                host.admitted -= 1
+                self._count("frontier/admitted", -1)
+            self._count("frontier/listed_refused")
         else:
             back.remove(lease.key, host)
             self._finish(URL_KEY.pack(hh, self.fingerprint(lease.record.url)), kind)

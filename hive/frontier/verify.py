@@ -8,13 +8,15 @@ one process), reads it in one transaction, never writes, and returns a
 data directory. A store as the frontier commits it passes every check, after a
 clean close and after a crash alike (the last committed turn). Checks:
 
-- ``urls``: a 16-byte key; the state ``p``, or ``d``/``r`` and a UTF-8 outcome
-  or reason.
-- ``front``: key level (1..255) and seq; the record decodes; its URL is ``p``.
+- ``urls``: a 16-byte key; the state ``p`` (bare, or naming its live entry's
+  kind and depth), or ``d``/``r`` and a UTF-8 outcome or reason.
+- ``front``: key level (1..255) and seq; the record decodes; its URL is in
+  ``urls``: pending with this entry live, or else the entry is superseded
+  (hive.frontier.seen: counted, not a problem).
 - ``back``: key host hash, level (1..255) and seq; the record decodes and its
-  host key hashes to the key's prefix; its URL is ``p``.
-- Every pending URL is in exactly one queue entry, front or back: no URL in no
-  queue, none in two. Per host, the count and the sum of the url hashes of
+  host key hashes to the key's prefix; its URL is in ``urls``, as for front.
+- Every pending URL is in exactly one live queue entry, front or back: no URL
+  in no queue, none in two. Per host, the count and the sum of the url hashes of
   its pending URLs must equal those of its queue entries in state ``p``; a
   host whose tallies differ is read again to name the URLs. So memory is two
   integers per host with front entries, never a set of every URL.
@@ -63,6 +65,7 @@ from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.errors import StoreError
 from hive.frontier.hosts import HostState
+from hive.frontier.seen import is_live
 from hive.storage.datadir import DataDir
 from hive.storage.modes import Txn, read_only
 from hive.storage.schema import (
@@ -78,6 +81,7 @@ from hive.storage.schema import (
     URL_KEY,
     MetaState,
     parked_key,
+    pending_entry,
     url_key,
 )
 
@@ -262,7 +266,8 @@ class _Checker:
             "urls": n["urls/pending"] + n["urls/done"] + n["urls/refused"],
             "urls/pending": n["urls/pending"], "urls/done": n["urls/done"],
             "urls/refused": n["urls/refused"], "front": n["front"], "back": n["back"],
-            "hosts": n["hosts"], "bound": n["bound"], "parked": n["parked"],
+            "superseded": n["superseded"], "hosts": n["hosts"], "bound": n["bound"],
+            "parked": n["parked"],
             "leases": n["leases"], "outbox": n["outbox"], "outbox/records": n["outbox/records"],
             "quarantine": n["quarantine"], "damaged": n["damaged"],
         }
@@ -293,8 +298,9 @@ class _Checker:
 
     # -- queues and URLs -------------------------------------------------------------
 
-    def _queued(self, data: bytes, prefix: bytes | None) -> tuple[bytes, int] | str:
-        """A queue entry's host prefix and url hash if its URL is pending, else what is wrong.
+    def _queued(self, data: bytes, prefix: bytes | None) -> tuple[bytes, int] | str | None:
+        """A queue entry's host prefix and url hash if it is its pending URL's live entry,
+        None if it is superseded (hive.frontier.seen), else what is wrong.
 
         ``prefix`` is the host hash its record must have (back entries), or None (front).
         """
@@ -313,8 +319,11 @@ class _Checker:
             )
         uh = self.fingerprint(record.url)
         state = self._get("urls", url_key(hh, uh))
-        if state != PENDING:
+        if state is None:
             return f"{record.url} is {_describe(state)}, yet queued"
+        if not is_live(state, record):
+            self.n["superseded"] += 1
+            return None
         return own, uh
 
     def _front(self) -> None:
@@ -329,6 +338,8 @@ class _Checker:
             if seq > max_seq:
                 max_seq = seq
             placed = self._queued(value, None)
+            if placed is None:
+                continue
             if isinstance(placed, str):
                 self.report.add(f"front {level}/{seq}: {placed}")
                 continue
@@ -376,7 +387,7 @@ class _Checker:
         for key, state in items:
             if len(key) != URL_KEY.size:
                 self.report.add(f"urls key {key.hex()} is not 16 bytes")
-            elif state == PENDING:
+            elif state == PENDING or pending_entry(state) is not None:
                 pending += 1
                 pending_sum += int.from_bytes(key[8:], "big")
             elif state[:1] in (DONE, REFUSED) and len(state) > 1:
@@ -397,6 +408,8 @@ class _Checker:
                 continue
             self.max_seq = max(self.max_seq, HOST_LEVEL_SEQ.unpack(key)[2])
             placed = self._queued(value, prefix)
+            if placed is None:
+                continue
             if isinstance(placed, str):
                 self.report.add(f"{_back_name(key)}: {placed}")
                 continue
@@ -468,7 +481,9 @@ class _Checker:
             hh = host_hash(record.host_key)
             if U64.pack(hh) in suspects:
                 uk = url_key(hh, self.fingerprint(record.url))
-                places.setdefault(uk, (record.url, []))[1].append(where)
+                state = self._get("urls", uk)
+                if state is None or is_live(state, record):
+                    places.setdefault(uk, (record.url, []))[1].append(where)
 
         for key, value in self._items("front"):
             if len(key) == LEVEL_SEQ.size:
@@ -479,7 +494,7 @@ class _Checker:
                 if len(key) == HOST_LEVEL_SEQ.size:
                     place(_back_name(key), value)
             for key, state in self._range("urls", prefix):
-                if state != PENDING:
+                if state[:1] != PENDING:
                     continue
                 url, where = places.get(key, ("", []))
                 if not where:

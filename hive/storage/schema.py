@@ -10,9 +10,10 @@ URL states and the meta state through what it defines.
 ==========  ===================================  =====================================  ===========
 db          key                                  value                                  writes
 ==========  ===================================  =====================================  ===========
-urls        host_hash(8) url_hash(8)             URL state: ``p`` pending, ``d``        frontier
-                                                 + outcome, ``r`` + reason              (SeenSet),
-                                                                                        resize
+urls        host_hash(8) url_hash(8)             URL state: ``p`` pending (then the     frontier
+                                                 kind and depth of its live queue       (SeenSet),
+                                                 entry), ``d`` + outcome, ``r`` +       resize
+                                                 reason
 front       level(1) seq(8)                      UrlRecord bytes (front FIFO of level)  frontier,
                                                                                         resize
 back        host_hash(8) level(1) seq(8)         UrlRecord bytes (a host's queue,       frontier,
@@ -53,8 +54,12 @@ it grows with the crawl, as ``urls`` does, at about 100 bytes and a URL per
 entry, and is never pruned. An entry lives with the owner of the host of the URI
 it names: seeding takes only those, and a resize moves them (hive/procs/resize.py).
 
-Every admitted URL is in ``urls``. A pending URL sits in exactly one of front
-or back; a leased one is the back key named in ``leases``. Keys of one host
+Every admitted URL is in ``urls``. A pending URL has exactly one *live* queue
+entry, in front or back: the one whose record's kind and depth its state names
+(a bare ``p``, written before states named them, names whichever entry there
+is); a leased one is the back key named in ``leases``. A URL found again by a
+stronger discovery (hive.frontier.seen) gets a new live entry, and its
+earlier entries are *superseded*: left in place, dropped when they come up. Keys of one host
 share the host-hash prefix, so a host's URLs and fingerprints move together.
 hive/frontier/verify.py checks these rules.
 
@@ -93,12 +98,30 @@ URL_KEY = struct.Struct(">QQ")
 PENDING = b"p"
 DONE = b"d"
 REFUSED = b"r"
+# A pending state's tail: its live entry's record kind (a page's "" written "p") and depth.
+_PENDING_TAIL = struct.Struct(">cH")
+PENDING_SIZE = 1 + _PENDING_TAIL.size
 
 # Keys of the ``meta`` database.
 META_STATE = b"state"
 META_REFUSALS = b"refusals"
 META_OUTBOX_SEQ = b"outbox_seq"
 META_DEDUP_FROM = b"dedup_from"
+
+
+def pending_state(kind: str, depth: int) -> bytes:
+    """The state of a pending URL whose live queue entry is a record of this kind and depth."""
+    return PENDING + _PENDING_TAIL.pack((kind or "p").encode(), min(depth, 0xFFFF))
+
+
+def pending_entry(state: bytes) -> tuple[str, int] | None:
+    """(kind, depth) of the live entry a pending state names; None for a bare ``p``
+    (written before states named it) or a state that is not pending."""
+    if len(state) != PENDING_SIZE or state[:1] != PENDING:
+        return None
+    code, depth = _PENDING_TAIL.unpack_from(state, 1)
+    kind = code.decode("ascii", "replace")
+    return ("" if kind == "p" else kind), depth
 
 
 def url_key(host_hash: int, url_hash: int) -> bytes:

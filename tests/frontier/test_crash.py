@@ -86,9 +86,9 @@ def test_sigkill_loses_nothing_committed(tmp_path: Path) -> None:
         with f.store.env.begin() as txn:
             states = dict(txn.cursor(db=f.store.db["urls"]))
         assert len(states) == stats["frontier/admitted"]
-        assert sum(v == b"p" for v in states.values()) == stats["frontier/pending"]
+        assert sum(v[:1] == b"p" for v in states.values()) == stats["frontier/pending"]
         for url in admitted:
             state = states[url_key(host_hash(host_key(url)), fingerprint(url))]
-            assert state == b"dok" if url in done else state in (b"p", b"dok"), url
+            assert state == b"dok" if url in done else state[:1] == b"p" or state == b"dok", url
     finally:
         f.close(0.0)
