@@ -21,6 +21,7 @@ import pytest
 
 from hive.core.ring import Ring
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations, received
+from hive.testweb.sitemaps import SECRETS, SLOW_ROBOTS
 from tests.conftest import WEB_ADDRESS, crawl_config
 from tests.test_hive import DELAY, STAMP_SKEW, Hive, finish
 
@@ -80,3 +81,44 @@ def test_a_sitemap_on_another_host_goes_to_its_owner(tmp_path: Path, web: WebPro
     assert sorted(line["url"] for line in refused) == sorted(
         u for u in sm.listed("cross") if "cross-unnamed" in u)
     assert {line.get("reason") for line in refused} == {"sitemap_origin"}
+
+
+def test_a_neighbours_sitemap_does_not_erase_a_hosts_linked_pages(
+    tmp_path: Path, web: WebProcess
+) -> None:
+    """Issue 27's first break: lister's sitemap lists victim's pages, victim's robots.txt
+    does not vouch for it and is slow, so the listed records reach victim's owner (another
+    worker) before victim's ``/`` links the same pages. The links win: every page is
+    fetched once, and no listed one is refused for where it was listed."""
+    sm = web.sitemaps
+    assert sm is not None
+    lister, victim = (f"{sm.host(kind)}:{web.port}" for kind in ("lister", "victim"))
+    vnodes = crawl_config(web).hive.vnodes
+    seed = split_seed(lister, victim, vnodes)
+    owner_victim = Ring(PROCS, vnodes, seed).owner(victim)
+    slow = SLOW_ROBOTS + 2.0
+    hive = Hive(tmp_path, web, hive={"ring_seed": seed, "vnodes": vnodes},
+                politeness={"min_delay": 0.02},
+                fetch={"read_timeout": slow, "total_timeout": slow},
+                frontier={"max_urls_per_host": 4 * SECRETS})
+    hive.seeds.write_text(f"{sm.url('lister', '/')}\n{sm.url('victim', '/')}\n")
+    finish(hive.start(PROCS), timeout=90)
+
+    requests = [r for r in web.requests if r.hostname == sm.host("victim")]
+    secrets = set(sm.listed("lister"))
+    fetched = [r.url for r in requests if r.url in secrets]
+    assert set(fetched) == secrets, f"{len(set(fetched))} of {len(secrets)} fetched"
+    assert duplicates(requests) == {}
+    # The order the break needs: lister's sitemap was read while victim's robots.txt was
+    # still answering (so before victim's / was fetched), and on another worker.
+    robots = next(r for r in requests if r.path == "/robots.txt")
+    listing = next(r for r in web.requests if r.url == sm.url("lister", "/sitemap.xml"))
+    assert listing.end < robots.end - SLOW_ROBOTS / 2
+    home = next(r for r in requests if r.path == "/")
+    assert home.start > robots.end
+    where = {line["url"]: w for w in range(PROCS) for line in crawl_log(hive.data, w)}
+    assert where[listing.url] != owner_victim == where[home.url]
+    logs = crawl_log(hive.data, owner_victim)
+    assert not [line for line in logs if line.get("reason") == "sitemap_origin"]
+    timed = as_received(requests, received(hive.data / "logs"))
+    assert politeness_violations(timed, 0.02, tolerance=STAMP_SKEW) == []

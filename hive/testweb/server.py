@@ -112,6 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
             reply = cookie_host
         elif site.sitemaps is not None and hostname(host).startswith("sm-"):
             found = site.sitemaps.respond(hostname(host), self.path)
+            if found is not None and found.delay:
+                site.stopping.wait(found.delay)
             reply = (Response(404, b"not found\n", "text/plain") if found is None
                      else Response(found.status, found.body, found.content_type))
         else:

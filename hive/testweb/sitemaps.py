@@ -19,6 +19,15 @@ with no links) and a robots.txt that allows all and names its sitemaps::
     cross-named  robots.txt names cross's sitemap: its listed pages are allowed
     cross-unnamed  robots.txt names nothing: its listed pages are refused (sitemap_origin)
     feeds        / announces /feed.rss and /feed.atom, each listing /post/<i>.html
+    feedlink     / announces /feed.rss and links it with <a href> too (a page link comes
+                 first), served as text/plain: only how it was found says it is a feed;
+                 it lists /item/<i>.html, which nothing else links
+    sniffed      / links /feed.xml (application/rss+xml) and /map.xml (application/xml, a
+                 urlset) with <a href> only: only what they are says what they are; each
+                 lists its own /f/<i>.html or /m/<i>.html
+    lister       robots.txt names /sitemap.xml, which lists victim's /secret/<i>.html
+    victim       robots.txt (answered after SLOW_ROBOTS seconds) names nothing, so
+                 lister's listing is refused; / links every /secret/<i>.html itself
     fresh        /sitemap.xml lists /fresh/<i>.html with a lastmod and nothing else:
                  the first half from 2001 (stale), the second half an hour before
                  the server's clock (``clock``, the one input beyond names and port)
@@ -39,13 +48,16 @@ from dataclasses import dataclass
 MAX_URLS = 50_000
 
 KINDS = ("orphans", "index", "text", "broken", "oversize", "cross", "cross-named",
-         "cross-unnamed", "feeds", "fresh")
+         "cross-unnamed", "feeds", "fresh", "feedlink", "sniffed", "lister", "victim")
 ORPHANS = 20
 FRESH = 20  # pages the fresh host's sitemap lists, half of them stale
 STALE_LASTMOD = "2001-01-01"
 FRESH_AGE = 3600.0  # seconds before the server's clock the fresh half was modified
 BROKEN_AFTER = 5
 POSTS = 4
+ITEMS = 3  # what the feedlink and sniffed hosts' feeds and sitemap list each
+SECRETS = 100  # victim's pages, linked from its / and listed by lister's sitemap
+SLOW_ROBOTS = 2.0  # seconds victim's robots.txt takes to answer
 XML = "application/xml"
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
@@ -55,6 +67,7 @@ class Document:
     status: int
     content_type: str
     body: bytes
+    delay: float = 0.0  # seconds the server waits before answering
 
 
 def _urlset(urls: list[str]) -> bytes:
@@ -81,8 +94,24 @@ def _index(urls: list[str]) -> bytes:
             f"{entries}</sitemapindex>\n").encode()
 
 
-def _page(head: str = "") -> bytes:
-    return f"<!doctype html><html><head>{head}</head><body>no links</body></html>".encode()
+def _page(head: str = "", body: str = "no links") -> bytes:
+    return f"<!doctype html><html><head>{head}</head><body>{body}</body></html>".encode()
+
+
+def _home(kind: str) -> bytes:
+    """A host's ``/``: the feeds it announces and the links it has (module docstring)."""
+    if kind == "feeds":
+        return _page('<link rel="alternate" type="application/rss+xml" href="/feed.rss">'
+                     '<link rel="alternate" type="application/atom+xml" href="/feed.atom">')
+    if kind == "feedlink":
+        return _page('<link rel="alternate" type="application/rss+xml" href="/feed.rss">',
+                     '<a href="/feed.rss">our feed</a>')
+    if kind == "sniffed":
+        return _page(body='<a href="/feed.xml">feed</a> <a href="/map.xml">map</a>')
+    if kind == "victim":
+        return _page(body="".join(f'<a href="/secret/{i}.html">{i}</a> '
+                                  for i in range(SECRETS)))
+    return _page()
 
 
 class SitemapWeb:
@@ -108,7 +137,7 @@ class SitemapWeb:
             "orphans": ["/sitemap.xml"], "index": ["/sitemap_index.xml"],
             "text": ["/sitemap.txt"], "broken": ["/sitemap.xml"],
             "oversize": ["/sitemap.xml"], "cross": ["/sitemap.xml"],
-            "fresh": ["/sitemap.xml"],
+            "fresh": ["/sitemap.xml"], "lister": ["/sitemap.xml"],
         }.get(kind, [])
         named = [self.url(kind, path) for path in paths]
         return [self.url("cross", "/sitemap.xml")] if kind == "cross-named" else named
@@ -133,6 +162,13 @@ class SitemapWeb:
             return [self.url(kind, f"/post/{i}.html") for i in range(POSTS)]
         if kind == "fresh":
             return [self.url(kind, f"/fresh/{i}.html") for i in range(FRESH)]
+        if kind == "feedlink":
+            return [self.url(kind, f"/item/{i}.html") for i in range(ITEMS)]
+        if kind == "sniffed":
+            return [self.url(kind, f"/{part}/{i}.html") for part in ("f", "m")
+                    for i in range(ITEMS)]
+        if kind == "lister":
+            return [self.url("victim", f"/secret/{i}.html") for i in range(SECRETS)]
         return []
 
     def fresh(self) -> list[str]:
@@ -150,13 +186,10 @@ class SitemapWeb:
             return None
         if path == "/robots.txt":
             lines = "".join(f"Sitemap: {url}\n" for url in self.robots_sitemaps(kind))
-            return Document(200, "text/plain", f"User-agent: *\nAllow: /\n{lines}".encode())
+            return Document(200, "text/plain", f"User-agent: *\nAllow: /\n{lines}".encode(),
+                            SLOW_ROBOTS if kind == "victim" else 0.0)
         if path == "/":
-            head = ""
-            if kind == "feeds":
-                head = ('<link rel="alternate" type="application/rss+xml" href="/feed.rss">'
-                        '<link rel="alternate" type="application/atom+xml" href="/feed.atom">')
-            return Document(200, "text/html", _page(head))
+            return Document(200, "text/html", _home(kind))
         body = self._file(kind, path)
         if body is not None:
             return body
@@ -180,6 +213,16 @@ class SitemapWeb:
             return self._index_file(path, listed)
         if kind == "feeds":
             return _feed(path, listed)
+        if kind == "feedlink" and path == "/feed.rss":
+            found = _feed(path, listed)
+            return None if found is None else Document(200, "text/plain", found.body)
+        if kind == "sniffed" and path == "/feed.xml":
+            found = _feed("/feed.rss", listed[:ITEMS])
+            return None if found is None else Document(200, found.content_type, found.body)
+        if kind == "sniffed" and path == "/map.xml":
+            return Document(200, XML, _urlset(listed[ITEMS:]))
+        if kind == "lister" and path == "/sitemap.xml":
+            return Document(200, XML, _urlset(listed))
         if kind == "fresh" and path == "/sitemap.xml":
             recent = time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                    time.gmtime(self.clock() - FRESH_AGE))
