@@ -14,6 +14,14 @@ import sys
 _sizeof = sys.getsizeof
 
 
+def recent_key(url: str, kind: str) -> str:
+    """What the cache holds for a URL handed on as a record of ``kind``: the URL for a
+    page, else the kind and the URL, so that a URL handed on as one kind does not hide
+    it handed on as another (a feed a page also links, a listed page a link reaches:
+    hive.frontier.seen says which discovery wins)."""
+    return f"{kind}\0{url}" if kind else url
+
+
 class RecentLinks:
     """Links handed on a moment ago, by canonical URL (a page repeats its neighbours' links).
 

@@ -29,6 +29,16 @@ fetched if that robots.txt names the sitemap (cross-submission), else it ends
 ``refused`` with the rule's reason (``sitemap_origin``, ``sitemap_path``),
 unfetched and out of the seen set. A feed's items are links.
 
+A page's response that is a feed or a sitemap (by its Content-Type or root
+element, hive.fetch.sniff) is read as one, whatever found its URL: a feed a page
+links with ``<a href>`` as well as announcing it, a sitemap linked from a footer.
+Such a sitemap is read at its page's depth (its entries one deeper, its children
+within ``max_index_depth`` of it), so neither the crawl's depth nor the index
+depth starts over; it is one page of its host, not one of its sitemap files, and
+what it lists is bounded as any sitemap's is (the reader's limits, then the
+frontier's: ``max_urls_per_host``, the listed pages of other origins vouched for
+by their robots.txt, the child sitemaps by ``max_files_per_host``).
+
 A fetch ends as one ``Fetched``: it is the Outcome the frontier applies and it
 carries what the worker hands on (links, refusals, robots.txt rules), so no
 second result is made per page. The client's ``FetchResult`` is the HTTP
@@ -76,6 +86,7 @@ from hive import __version__
 from hive.config import Config
 from hive.core.lease import PAGE, ROBOTS, Lease
 from hive.core.politeness import Politeness
+from hive.core.recentlinks import recent_key
 from hive.core.record import (
     FEED,
     HOP_EMBED,
@@ -102,6 +113,7 @@ from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, robots_sitemaps, within_depth
+from hive.fetch.sniff import listing_kind
 from hive.fetch.warc import Original, Truncation, WarcWriter
 from hive.netspec import Proxy
 from hive.outcome import Kind, Outcome
@@ -438,9 +450,10 @@ class Pipeline:
             started=started, finished=result.finished, size=len(result.raw_body),
             message=result.message, mime=result.content_type or "",
         )
-        if record.kind in _LISTING_KINDS and (fetched.kind is Kind.OK or (
+        listing = record.kind if record.kind in _LISTING_KINDS else self._sniff(record, result)
+        if listing and (fetched.kind is Kind.OK or (
                 fetched.kind in (Kind.TOO_LARGE, Kind.DECODED_TOO_LARGE) and result.body)):
-            self._listing(fetched, result)
+            self._listing(fetched, result, listing)
         elif fetched.kind is Kind.OK:
             chain = embed_hops(record.path)
             budget = (
@@ -492,14 +505,23 @@ class Pipeline:
                                  record.hint if kept else 0, embed=embed_hops(record.path) > 0)
         return fetched
 
-    def _listing(self, fetched: Fetched, result: FetchResult) -> None:
-        """Read a sitemap's or feed's body and hand on what it lists (the module docstring)."""
+    def _sniff(self, record: UrlRecord, result: FetchResult) -> str | None:
+        """What a page's response is read as when it is a feed or a sitemap (hive.fetch.sniff):
+        not an embed's, and only while sitemaps and feeds are read at all."""
+        if not self.sitemaps or result.outcome is not Kind.OK or embed_hops(record.path):
+            return None
+        media = media_type(result.content_type)[0]
+        return None if media == "text/html" else listing_kind(media, result.body)
+
+    def _listing(self, fetched: Fetched, result: FetchResult, kind: str) -> None:
+        """Read a sitemap's or feed's body (``kind``) and hand on what it lists (the module
+        docstring)."""
         record = fetched.lease.record
         cut = fetched.kind is not Kind.OK
-        whole, truncated, faulty = _LISTING_KINDS[record.kind]
+        whole, truncated, faulty = _LISTING_KINDS[kind]
         max_length = self.cfg.scope.max_url_length
         reader: SitemapReader | FeedReader
-        if record.kind == FEED:
+        if kind == FEED:
             reader = FeedReader(record.url, max_bytes=self.listing_bytes,
                                 max_url_length=max_length)
             items = [item.url for item in reader.read(result.body)]
@@ -604,10 +626,12 @@ class Pipeline:
 
         A link joins ``recent`` only once in scope: scope depends on the page a
         link is found on, so one refused here may be followed from another page.
+        ``recent`` holds a URL by the kind it was handed on as (``recent_key``).
         """
         source, recent = fetched.lease.record.url, self.recent
         for url in urls:
-            if url in recent:
+            seen = recent_key(url, kind) if kind else url
+            if seen in recent:
                 fetched.recent_links += 1
                 continue
             reason = self.scope.check(url, source, embed)
@@ -615,7 +639,7 @@ class Pipeline:
                 fetched.refused_links[reason] += 1
                 fetched.refused.append((reason, url, depth))
                 continue
-            recent.add(url)
+            recent.add(seen)
             fetched.links.append(UrlRecord(
                 url, host_key(url), depth, source, hops, 0, EMBED_LEVEL if embed else hint,
                 kind, path,

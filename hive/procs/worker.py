@@ -37,7 +37,7 @@ from pathlib import Path
 
 from hive.config import Config
 from hive.core.lease import PAGE, Lease
-from hive.core.recentlinks import RecentLinks
+from hive.core.recentlinks import RecentLinks, recent_key
 from hive.core.record import FEED, SITEMAP, UrlRecord, seed_kind
 from hive.core.ring import Ring
 from hive.core.urls import canonicalize, host_key
@@ -76,8 +76,13 @@ DELAYED_HOSTS = 4096
 # Hosts whose sitemaps and feeds are counted one by one in stats (``sitemaps/host/<host>/…``);
 # past this many, a worker counts the others in its totals only, so stats stay bounded.
 LISTING_HOSTS = 100
-# A lease's record kind -> its stats prefix (hive.core.record).
+# A lease's record kind -> its stats prefix (hive.core.record); a page read as a feed or a
+# sitemap (hive.fetch.sniff) is counted as one by its outcome.
 _LISTINGS = {SITEMAP: "sitemaps", FEED: "feeds"}
+_READ_AS = {
+    Kind.SITEMAP_OK: "sitemaps", Kind.SITEMAP_TRUNCATED: "sitemaps", Kind.SITEMAP_ERROR: "sitemaps",
+    Kind.FEED_OK: "feeds", Kind.FEED_TRUNCATED: "feeds", Kind.FEED_ERROR: "feeds",
+}
 
 
 def backlog(threads: int) -> int:
@@ -329,7 +334,7 @@ class Worker:
             fetched.kind, fetched.retry_after = HANDOFF_FAILED, None
             fetched.message = f"links not handed on: {type(exc).__name__}: {exc}"
             for record in fetched.links:  # or the page's next fetch would drop them as recent
-                self.recent.forget(record.url)
+                self.recent.forget(recent_key(record.url, record.kind))
             fetched.links = []
 
     def _refused_links(self, fetched: Fetched, now: float) -> None:
@@ -351,8 +356,9 @@ class Worker:
         if fetched.reason:
             self.counts[f"links/refused/{fetched.reason}"] += 1
             self.frontier.refusals.note(fetched.reason, record.host_key)
-        if record.kind in _LISTINGS and lease.kind == PAGE:
-            self._count_listing(_LISTINGS[record.kind], record.host_key, fetched)
+        listing = _LISTINGS.get(record.kind) or _READ_AS.get(kind)
+        if listing is not None and lease.kind == PAGE:
+            self._count_listing(listing, record.host_key, fetched)
         self.crawl_log.write(
             fetched.finished, kind, record.url, status=fetched.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,

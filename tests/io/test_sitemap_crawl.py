@@ -182,3 +182,34 @@ def test_robots_default_mode_guesses_sitemap_xml_and_files_per_host_are_capped(
     index_files = [p for h, p in paths if h == sm.host("index") and "sitemap" in p]
     assert len(index_files) == 2
     assert stats["frontier/refused/max_sitemaps_per_host"] >= 1
+
+
+def test_a_feed_or_sitemap_found_as_a_link_is_read_as_one(
+    sitemap_web: WebServer, tmp_path: Path
+) -> None:
+    """Issue 27's fifth break and its kin, at the server. feedlink's / links its feed with
+    <a href> before announcing it, and serves it as text/plain: the feed record upgrades
+    the page record (its discovery says what it is). sniffed's / only links its feed and
+    its sitemap: their Content-Type and root element say what they are. Every item of
+    both is fetched, and every URL once."""
+    sm = sitemap_web.sitemaps
+    assert sm is not None
+    sitemap_web.reset()
+    worker = Worker(_config(sitemap_web), tmp_path / "store",  # type: ignore[arg-type]
+                    log_dir=tmp_path / "logs", rng=random.Random(7))
+    try:
+        worker.add([sm.url("feedlink", "/"), sm.url("sniffed", "/")], time.time())
+        assert worker.run_until_idle(timeout=20)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    requests = [r for r in sitemap_web.requests if r.hostname.startswith("sm-")]
+    got = [r.url for r in requests if r.path != "/robots.txt"]
+    assert sorted(got) == sorted({
+        sm.url("feedlink", "/"), sm.url("feedlink", "/feed.rss"), *sm.listed("feedlink"),
+        sm.url("sniffed", "/"), sm.url("sniffed", "/feed.xml"), sm.url("sniffed", "/map.xml"),
+        *sm.listed("sniffed"),
+    }), "each once"
+    assert stats["feeds/fetched"] == 2 and stats["feeds/urls"] == 6
+    assert stats["sitemaps/fetched"] == 1 and stats["sitemaps/urls"] == 3
+    assert stats["frontier/upgraded"] == 1 and stats["frontier/superseded"] == 1

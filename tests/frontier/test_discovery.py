@@ -1,0 +1,163 @@
+"""How a URL was first found never stops a stronger discovery of it (issue 27), on a real store.
+
+Each case admits a URL one way, then finds it a stronger way, and serves the host:
+the lease is the stronger record, the URL is fetched once, the store verifies, and
+(``reopen``) all of it holds across a close and a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from hive.core.lease import ROBOTS, Lease
+from hive.core.record import FEED, LISTED, PAGE, SITEMAP, UrlRecord
+from hive.frontier.frontier import Frontier
+from hive.frontier.verify import verify_store
+from hive.outcome import Outcome
+from tests.frontier.conftest import Opener, rec
+from tests.frontier.test_frontier import OK, ROBOTS_OK
+
+REFUSED = Outcome("refused", contacted=False)
+
+
+def kind(url: str, of: str, depth: int = 1, via: str = "") -> UrlRecord:
+    record = rec(url, depth)
+    record.kind, record.via = of, via
+    return record
+
+
+def pages(f: Frontier, now: float, answer: Callable[[Lease], Outcome] = lambda _: OK
+          ) -> list[UrlRecord]:
+    """Serve every lease until none is left; the page leases' records, in order."""
+    served = []
+    for _ in range(100):
+        ready = f.pop_ready(now)
+        if ready.lease is None:
+            if ready.wake_at is None:
+                return served
+            now = ready.wake_at
+            continue
+        lease = ready.lease
+        if lease.kind == ROBOTS:
+            f.done(lease, ROBOTS_OK, now, now + 0.01)
+        else:
+            served.append(lease.record)
+            f.done(lease, answer(lease), now, now + 0.01)
+        now += 0.01
+    raise AssertionError("the host never ran dry")
+
+
+def settle(o: Opener, f: Frontier, reopen: str) -> Frontier:
+    if reopen == "close":
+        return o.reopen(0.0)
+    if reopen == "crash":
+        f.commit(0.0)
+        return o.reopen(0.0, crash=True)
+    return f
+
+
+def verified(o: Opener, f: Frontier) -> None:
+    f.close(100.0)
+    report = verify_store(o.path)
+    assert report.ok, report.summary()
+
+
+REOPEN = ["none", "close", "crash"]
+
+
+@pytest.mark.parametrize("reopen", REOPEN)
+def test_a_link_takes_over_a_page_listed_by_a_foreign_sitemap(
+    opener: Callable[..., Opener], reopen: str
+) -> None:
+    o = opener()
+    f = o.open()
+    url = "http://victim.test/secret"
+    assert f.admit([kind(url, LISTED, via="http://lister.test/sitemap.xml")], 0.0) == 1
+    assert f.admit([rec(url)], 0.0) == 0  # the URL was admitted: only its entry is new
+    f = settle(o, f, reopen)
+    # The listed entry comes first (it was queued first): it is dropped, not refused.
+    served = pages(f, 0.0, lambda lease: REFUSED if lease.record.kind == LISTED else OK)
+    assert [(r.url, r.kind) for r in served] == [(rec(url).url, PAGE)]
+    stats = f.stats()
+    assert stats["frontier/upgraded"] == 1 and stats["frontier/superseded"] == 1
+    assert stats["frontier/done/ok"] == 1 and stats["frontier/admitted"] == 1
+    verified(o, f)
+
+
+def test_a_listed_page_refused_at_lease_time_leaves_the_seen_set(
+    opener: Callable[..., Opener]
+) -> None:
+    o = opener()
+    f = o.open()
+    url = "http://victim.test/secret"
+    f.admit([kind(url, LISTED, via="http://lister.test/sitemap.xml")], 0.0)
+    assert [r.kind for r in pages(f, 0.0, lambda _: REFUSED)] == [LISTED]
+    assert f.stats()["frontier/admitted"] == 0
+    assert f.admit([rec(url)], 1.0) == 1
+    assert [r.kind for r in pages(f, 1.0)] == [PAGE]
+    verified(o, f)
+
+
+@pytest.mark.parametrize("reopen", REOPEN)
+@pytest.mark.parametrize("stronger", [FEED, SITEMAP])
+def test_a_feed_or_sitemap_record_upgrades_a_queued_page(
+    opener: Callable[..., Opener], reopen: str, stronger: str
+) -> None:
+    o = opener()
+    f = o.open()
+    url = "http://blog.test/feed.rss"
+    f.admit([rec(url, depth=1)], 0.0)
+    f.admit([kind(url, stronger, depth=1)], 0.0)
+    f.admit([rec(url, depth=0)], 0.0)  # a weaker kind by a shorter path: no upgrade
+    f = settle(o, f, reopen)
+    served = pages(f, 0.0)
+    assert [(r.kind, r.depth) for r in served] == [(stronger, 1)]
+    verified(o, f)
+
+
+@pytest.mark.parametrize("reopen", REOPEN)
+def test_a_seed_takes_over_a_deep_link(opener: Callable[..., Opener], reopen: str) -> None:
+    o = opener(frontier={"max_depth": 3})
+    f = o.open()
+    deep, refused = "http://a.test/deep", "http://a.test/too-deep"
+    f.admit([rec(deep, depth=3), rec(refused, depth=4)], 0.0)
+    assert f.stats()["frontier/refused/max_depth"] == 1
+    f = settle(o, f, reopen)
+    assert f.admit([rec(deep, depth=0, hint=1), rec(refused, depth=0, hint=1)], 0.0) == 1
+    served = pages(f, 0.0)
+    assert sorted((r.url, r.depth) for r in served) == [(rec(deep).url, 0), (rec(refused).url, 0)]
+    stats = f.stats()
+    assert stats["frontier/refused/max_depth"] == 0 and stats["frontier/overturned"] == 1
+    verified(o, f)
+
+
+def test_a_done_url_is_never_fetched_again(opener: Callable[..., Opener]) -> None:
+    o = opener()
+    f = o.open()
+    url = "http://blog.test/feed.rss"
+    f.admit([rec(url, depth=2)], 0.0)
+    assert len(pages(f, 0.0)) == 1
+    f.admit([kind(url, FEED), rec(url, depth=0, hint=1)], 1.0)
+    assert pages(f, 1.0) == []
+    assert f.stats()["frontier/duplicates"] == 2
+    verified(o, f)
+
+
+def test_an_entry_superseded_while_leased_is_fetched_once(opener: Callable[..., Opener]) -> None:
+    """The page is in flight when its feed record comes: the fetch stands (a page's response
+    that is a feed is read as one, hive.fetch.sniff) and the feed entry is dropped."""
+    o = opener()
+    f = o.open()
+    url = "http://blog.test/feed.rss"
+    f.admit([rec(url)], 0.0)
+    robots = f.pop_ready(0.0).lease
+    assert robots is not None and robots.kind == ROBOTS
+    f.done(robots, ROBOTS_OK, 0.0, 0.01)
+    ready = f.pop_ready(5.0)
+    assert ready.lease is not None and ready.lease.record.kind == PAGE
+    f.admit([kind(url, FEED)], 5.0)
+    f.done(ready.lease, OK, 5.0, 5.01)
+    assert pages(f, 10.0) == []
+    verified(o, f)
