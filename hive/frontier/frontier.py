@@ -53,7 +53,7 @@ from typing import NamedTuple
 from hive.config import Config, FrontierConfig
 from hive.core.lease import PAGE, ROBOTS, Lease
 from hive.core.politeness import Politeness
-from hive.core.record import SITEMAP, UrlRecord
+from hive.core.record import LISTED, SITEMAP, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.frontier.back import BackQueues
 from hive.frontier.front import FrontQueues
@@ -70,6 +70,7 @@ from hive.storage.schema import (
     URL_KEY,
     MetaState,
     damaged_key,
+    pending_entry,
     pending_state,
     url_key,
 )
@@ -217,34 +218,38 @@ class Frontier:
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
-            before = host.admitted, host.sitemaps
+            before = host.admitted, host.sitemaps, host.listed
             for record in group:
                 key = URL_KEY.pack(hh, url_hash(record.url))
-                if record.kind == SITEMAP:
+                kind = record.kind
+                if kind == SITEMAP:
                     if host.blocked or host.sitemaps >= self.max_sitemaps:
                         self._refuse(key, host, record)
                         continue
-                elif host.blocked or record.depth > max_depth or (
-                        budget and host.admitted >= budget):
+                elif host.blocked or record.depth > max_depth or (budget and (
+                        host.admitted >= budget
+                        or (kind == LISTED and host.admitted + host.listed >= budget))):
                     self._refuse(key, host, record)
                     continue
-                upgrade: bool | None = False
-                if not add(key, record):
-                    upgrade = self._found_again(key, record)
+                if add(key, record):
+                    if kind == SITEMAP:
+                        host.sitemaps += 1
+                    elif kind == LISTED:
+                        host.listed += 1
+                    else:
+                        host.admitted += 1
+                else:
+                    upgrade = self._found_again(key, record, host)
                     if upgrade is None:
                         continue
-                if upgrade:
-                    admitted -= 1  # the URL was admitted before: only its entry is new
-                if record.kind == SITEMAP:
-                    host.sitemaps += 1
-                elif not upgrade:
-                    host.admitted += 1
+                    if upgrade:
+                        admitted -= 1  # the URL was admitted before: only its entry is new
                 level = int(prioritize(record, host))
                 if not 1 <= level <= levels:
                     level = 1 if level < 1 else levels
                 seq += 1
                 queued.append((level, seq, record.encode()))
-            if (host.admitted, host.sitemaps) != before:
+            if (host.admitted, host.sitemaps, host.listed) != before:
                 self._touch(hh, host)
         self._seq = seq
         self.front.extend(queued)
@@ -252,24 +257,36 @@ class Frontier:
         self._count("frontier/admitted", admitted)
         return admitted
 
-    def _found_again(self, key: bytes, record: UrlRecord) -> bool | None:
+    def _found_again(self, key: bytes, record: UrlRecord, host: HostState) -> bool | None:
         """A URL admitted or refused before, found again by ``record`` (which passed
         admission): None if it stays as it is (a duplicate), True if ``record`` becomes the
         live entry of its pending URL (an upgrade, hive.frontier.seen), False if it
-        overturns the URL's refusal (a new admission)."""
-        seen = self.seen
+        overturns the URL's refusal (a new admission). The host's counts follow."""
+        seen, kind = self.seen, record.kind
         state = seen.state(key)
         if state is not None and state[:1] == REFUSED:
             seen.upgrade(key, record)
             self._count(f"frontier/refused/{state[1:].decode('utf-8', 'replace')}", -1)
             self._count("frontier/overturned")
+            if kind == SITEMAP:
+                host.sitemaps += 1
+            elif kind == LISTED:
+                host.listed += 1
+            else:
+                host.admitted += 1
             return False
-        if state is not None and stronger(record, state):
-            seen.upgrade(key, record)
-            self._count("frontier/upgraded")
-            return True
-        self._count("frontier/duplicates")
-        return None
+        if state is None or not stronger(record, state):
+            self._count("frontier/duplicates")
+            return None
+        seen.upgrade(key, record)
+        self._count("frontier/upgraded")
+        entry = pending_entry(state)
+        if entry is not None and entry[0] == LISTED:  # now the host's own, not a listing
+            host.listed -= 1
+            host.admitted += kind != SITEMAP
+        if kind == SITEMAP:
+            host.sitemaps += 1
+        return True
 
     def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
         """Record a URL refused at admission (blocked host, too deep, over the host's cap);
@@ -367,7 +384,7 @@ class Frontier:
             return "joined", host
         host = back.host(hh) or HostState(hk)
         if host.blocked:
-            self._end_unfetched(hh, UrlRecord.decode(data), host.blocked)
+            self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked)
             return "refused", None
         self._seq += 1
         key = back.append(hh, host, level, self._seq, data)
@@ -424,18 +441,30 @@ class Frontier:
         while (head := host.head) is not None:
             key, data = head
             self.back.remove(key, host)
-            self._end_unfetched(hh, UrlRecord.decode(data), host.blocked)
+            self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked)
         self._release(hh, host, park=False)
 
-    def _end_unfetched(self, hh: int, record: UrlRecord, outcome: str) -> None:
+    def _end_unfetched(self, hh: int, host: HostState, record: UrlRecord, outcome: str) -> None:
         """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``.
         A superseded entry just goes (its URL ends with its live entry, or has ended)."""
         key = url_key(hh, self.fingerprint(record.url))
         if not self.seen.live(key, record):
             self._count("frontier/superseded")
             return
+        if record.kind == LISTED and self._listed_ends(key, host, record):
+            host.admitted += 1
+            self._touch(hh, host)
         self._finish(key, outcome)
         self.ended.append((record, outcome))
+
+    def _listed_ends(self, key: bytes, host: HostState, record: UrlRecord) -> bool:
+        """A queued page listed by a sitemap of another origin ends (refused, fetched, or
+        with its host): True, and the host holds one listing less, if it was its URL's live
+        entry (else a stronger discovery took its place and the count went with it)."""
+        if self.seen.state(key) != pending_state(record.kind, record.depth):
+            return False
+        host.listed -= 1
+        return True
 
     def _head_level(self, hh: int) -> int:
         head = self.back.bound[hh].head
@@ -568,15 +597,17 @@ class Frontier:
         elif kind == Kind.REFUSED:
             back.remove(lease.key, host)
             key = URL_KEY.pack(hh, self.fingerprint(lease.record.url))
-            if self.seen.state(key) == pending_state(lease.record.kind, lease.record.depth):
+            if self._listed_ends(key, host, lease.record):
                 # Still its live entry: the URL leaves the seen set, and a link may bring it.
                 self.seen.forget(key)
-                host.admitted -= 1
                 self._count("frontier/admitted", -1)
             self._count("frontier/listed_refused")
         else:
             back.remove(lease.key, host)
-            self._finish(URL_KEY.pack(hh, self.fingerprint(lease.record.url)), kind)
+            key = URL_KEY.pack(hh, self.fingerprint(lease.record.url))
+            if lease.record.kind == LISTED and self._listed_ends(key, host, lease.record):
+                host.admitted += 1  # vouched for (or its host ended): one of the host's own
+            self._finish(key, kind)
             if outcome.contacted:
                 host.fetched += 1
         self._dirty.add(hh)

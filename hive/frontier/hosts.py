@@ -5,7 +5,10 @@ consecutive failures), robots.txt freshness and tries per scheme (robots.txt
 belongs to an origin, RFC 9309 section 2.3, while politeness belongs to the
 host), a block reason (Crawl-delay over the cap, an address refused, an
 operator's ``deny``), counts (sitemap files admitted among them, for
-``sitemaps.max_files_per_host``), and where the host is parked. ``head`` is in
+``sitemaps.max_files_per_host``; pages listed by sitemaps of other origins and not yet
+vouched for by the host's robots.txt, ``listed``, held against ``max_urls_per_host``
+apart from ``admitted`` so that they never crowd out the host's own links), and where
+the host is parked. ``head`` is in
 memory only: while the host is bound, the back key and record bytes of the best
 URL in its queue (None when empty), so that neither a lease nor its outcome has
 to look the queue up again.
@@ -21,13 +24,16 @@ _FORMAT = struct.Struct(">dddddIIIIdI")
 _HTTP_ROBOTS = struct.Struct(">dI")
 # Sitemap files admitted for the host, after that (stores written before sitemaps lack it: 0).
 _SITEMAPS = struct.Struct(">I")
+# Pages of the host listed by sitemaps of other origins and not yet vouched for, after that
+# (stores written before lack it: 0).
+_LISTED = struct.Struct(">I")
 
 
 class HostState:
     __slots__ = (
         "host_key", "next_allowed", "delay", "download_time", "crawl_delay", "robots_until",
         "admitted", "fetched", "queued", "failures", "parked_at", "robots_tries",
-        "blocked", "head", "http_robots_until", "http_robots_tries", "sitemaps",
+        "blocked", "head", "http_robots_until", "http_robots_tries", "sitemaps", "listed",
     )
 
     def __init__(self, host_key: str) -> None:
@@ -47,6 +53,7 @@ class HostState:
         self.http_robots_tries = 0
         self.blocked = ""
         self.sitemaps = 0
+        self.listed = 0
         self.head: tuple[bytes, bytes] | None = None
 
     def robots_state(self, scheme: str) -> tuple[float, int]:
@@ -68,8 +75,10 @@ class HostState:
             self.parked_at, self.robots_tries,
         )
         tail = _HTTP_ROBOTS.pack(self.http_robots_until, self.http_robots_tries)
-        if self.sitemaps:
+        if self.sitemaps or self.listed:
             tail += _SITEMAPS.pack(self.sitemaps)
+        if self.listed:
+            tail += _LISTED.pack(self.listed)
         return head + self.blocked.encode() + b"\0" + self.host_key.encode() + b"\0" + tail
 
     @classmethod
@@ -78,10 +87,13 @@ class HostState:
         blocked, _, rest = data[_FORMAT.size :].partition(b"\0")
         key, _, tail = rest.partition(b"\0")
         state = cls(key.decode())
-        if len(tail) in (_HTTP_ROBOTS.size, _HTTP_ROBOTS.size + _SITEMAPS.size):
+        with_sitemaps = _HTTP_ROBOTS.size + _SITEMAPS.size
+        if len(tail) in (_HTTP_ROBOTS.size, with_sitemaps, with_sitemaps + _LISTED.size):
             state.http_robots_until, state.http_robots_tries = _HTTP_ROBOTS.unpack_from(tail)
-        if len(tail) == _HTTP_ROBOTS.size + _SITEMAPS.size:
+        if len(tail) >= with_sitemaps:
             (state.sitemaps,) = _SITEMAPS.unpack_from(tail, _HTTP_ROBOTS.size)
+        if len(tail) == with_sitemaps + _LISTED.size:
+            (state.listed,) = _LISTED.unpack_from(tail, with_sitemaps)
         (
             state.next_allowed, state.delay, state.download_time, state.crawl_delay,
             state.robots_until, state.admitted, state.fetched, state.queued, state.failures,

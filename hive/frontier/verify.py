@@ -21,10 +21,12 @@ clean close and after a crash alike (the last committed turn). Checks:
   host whose tallies differ is read again to name the URLs. So memory is two
   integers per host with front entries, never a set of every URL.
 - ``hosts``: the state decodes and its host key hashes to its key; every host
-  with queued URLs has one; ``queued`` equals its back entries and
-  ``admitted`` its pending plus done URLs. A host with back entries is bound or
-  parked, not both (bound hosts stay listed after a stop: the frontier parks
-  them on the next open); ``parked_at`` >= 0 exactly when the entry
+  with queued URLs has one; ``queued`` equals its back entries, ``listed`` its
+  URLs pending as pages listed by another origin's sitemap, and its other
+  pending plus done URLs are ``admitted`` at least and ``admitted`` plus its
+  sitemap files at most (a done sitemap's state does not say it was one). A
+  host with back entries is bound or parked, not both (bound hosts stay listed
+  after a stop: the frontier parks them on the next open); ``parked_at`` >= 0 exactly when the entry
   ``parked_key(parked_at, host)`` exists.
 - ``bound``: an 8-byte key, an empty value, a host with a state.
 - ``parked``: a 16-byte key, an empty value, a host whose ``parked_at`` names
@@ -60,7 +62,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive.core.record import UrlRecord
+from hive.core.record import LISTED, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.errors import StoreError
@@ -360,7 +362,7 @@ class _Checker:
             if not prefixes:
                 return
             prefix = min(prefixes)
-            pending, pending_sum, done = self._url_group(urls.take(prefix))
+            pending, pending_sum, done, apart = self._url_group(urls.take(prefix))
             entries, queued, queued_sum = self._back_group(prefix, back.take(prefix))
             state = self._host_state(prefix, hosts.take(prefix))
             if len(prefix) != 8:
@@ -375,28 +377,32 @@ class _Checker:
                         " entries but no host state"
                     )
                 continue
-            self._host_checks(prefix, state, entries, pending + done)
+            self._host_checks(prefix, state, entries, pending + done, apart)
             if entries or in_front:
                 self.pending_hosts[U64.unpack(prefix)[0]] = state.host_key
                 self._ring(state.host_key)
 
-    def _url_group(self, items: Items) -> tuple[int, int, int]:
-        """One host's URLs: (pending, sum of pending url hashes, done)."""
+    def _url_group(self, items: Items) -> tuple[int, int, int, Counter[str]]:
+        """One host's URLs: (pending, sum of pending url hashes, done, the pending ones whose
+        state names a listed page, by kind)."""
         pending = pending_sum = done = 0
+        apart: Counter[str] = Counter()
         states = self.states
         for key, state in items:
             if len(key) != URL_KEY.size:
                 self.report.add(f"urls key {key.hex()} is not 16 bytes")
-            elif state == PENDING or pending_entry(state) is not None:
+            elif state == PENDING or (entry := pending_entry(state)) is not None:
                 pending += 1
                 pending_sum += int.from_bytes(key[8:], "big")
+                if state != PENDING and entry is not None and entry[0] == LISTED:
+                    apart[LISTED] += 1
             elif state[:1] in (DONE, REFUSED) and len(state) > 1:
                 states[state] += 1
                 done += state[:1] == DONE
             else:
                 self.report.add(f"urls {key.hex()}: invalid state {state!r}")
         self.n["urls/pending"] += pending
-        return pending, pending_sum, done
+        return pending, pending_sum, done, apart
 
     def _back_group(self, prefix: bytes, items: Items) -> tuple[int, int, int]:
         """One host's back entries: (entries, entries of pending URLs, their url hash sum)."""
@@ -437,14 +443,25 @@ class _Checker:
                 )
         return state
 
-    def _host_checks(self, prefix: bytes, host: HostState, entries: int, admitted: int) -> None:
+    def _host_checks(
+        self, prefix: bytes, host: HostState, entries: int, urls: int, apart: Counter[str]
+    ) -> None:
         name = host.host_key
         if host.queued != entries:
             self.report.add(f"host {name}: queued is {host.queued}, back entries {entries}")
-        if host.admitted != admitted:
+        if host.listed != apart[LISTED]:
             self.report.add(
-                f"host {name}: admitted is {host.admitted} but {admitted} of its URLs"
-                " are pending or done"
+                f"host {name}: listed is {host.listed} but {apart[LISTED]} of its URLs are"
+                " pending as pages listed by another origin's sitemap"
+            )
+        # A sitemap file is not one of the host's admitted pages (a page upgraded to one is
+        # both), and once done its state no longer says it was one: so the host's URLs
+        # other than listings are its pages and at most its sitemap files more.
+        own = urls - apart[LISTED]
+        if not host.admitted <= own <= host.admitted + host.sitemaps:
+            self.report.add(
+                f"host {name}: admitted is {host.admitted} (and {host.sitemaps} sitemap"
+                f" files) but {own} of its URLs are pending or done, listings aside"
             )
         bound = prefix in self.bound
         parked = host.parked_at >= 0

@@ -14,6 +14,7 @@ import pytest
 from hive.core.lease import ROBOTS, Lease
 from hive.core.record import FEED, LISTED, PAGE, SITEMAP, UrlRecord
 from hive.frontier.frontier import Frontier
+from hive.frontier.hosts import HostState
 from hive.frontier.verify import verify_store
 from hive.outcome import Outcome
 from tests.frontier.conftest import Opener, rec
@@ -161,3 +162,52 @@ def test_an_entry_superseded_while_leased_is_fetched_once(opener: Callable[..., 
     f.done(ready.lease, OK, 5.0, 5.01)
     assert pages(f, 10.0) == []
     verified(o, f)
+
+
+@pytest.mark.parametrize("reopen", REOPEN)
+def test_a_foreign_listing_does_not_spend_a_hosts_budget(
+    opener: Callable[..., Opener], reopen: str
+) -> None:
+    """The adversary's next move after break 1: a sitemap of another origin lists as many
+    made-up pages of the victim as its budget allows before the victim's own links come.
+    Listed pages the victim has not vouched for are held against the budget apart, so
+    its links are admitted; the listed ones are bounded by the same budget."""
+    budget = 10
+    o = opener(frontier={"max_urls_per_host": budget})
+    f = o.open()
+    via = "http://lister.test/sitemap.xml"
+    junk = [kind(f"http://victim.test/junk{i}", LISTED, via=via) for i in range(2 * budget)]
+    assert f.admit(junk, 0.0) == budget
+    assert f.stats()["frontier/refused/max_urls_per_host"] == budget
+    f = settle(o, f, reopen)
+    links = [rec(f"http://victim.test/page{i}") for i in range(budget)]
+    assert f.admit(links, 0.0) == budget
+    served = pages(f, 0.0, lambda lease: REFUSED if lease.record.kind == LISTED else OK)
+    assert sorted(r.url for r in served if r.kind == PAGE) == sorted(r.url for r in links)
+    assert sum(r.kind == LISTED for r in served) == budget
+    verified(o, f)
+
+
+def test_a_store_with_sitemaps_and_listings_verifies(opener: Callable[..., Opener]) -> None:
+    """hive verify's host counts hold with sitemap files (not pages of the host's budget),
+    pages listed by another origin's sitemap (held apart), and a page upgraded to a
+    sitemap (counted in both), pending and done."""
+    o = opener()
+    f = o.open()
+    f.admit([kind("http://a.test/sitemap.xml", SITEMAP, depth=0), rec("http://a.test/x"),
+             rec("http://a.test/map"), kind("http://a.test/map", SITEMAP, depth=0),
+             kind("http://a.test/l", LISTED, via="http://b.test/sitemap.xml")], 0.0)
+    f.close(0.0)
+    report = verify_store(o.path)
+    assert report.ok, report.summary()
+    f = o.open()
+    pages(f, 0.0)
+    verified(o, f)
+
+
+def test_a_hosts_listed_count_survives_its_state_round_trip() -> None:
+    host = HostState("a.test")
+    host.sitemaps, host.listed = 0, 7
+    assert HostState.decode(host.encode()).listed == 7
+    host.listed = 0
+    assert len(HostState.decode(host.encode()).encode()) == len(host.encode())
