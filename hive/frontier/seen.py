@@ -24,7 +24,10 @@ pending state names its *live* queue entry by the record's kind and depth
   set when refused at lease time (``forget``), unless a stronger discovery
   has taken its place meanwhile.
 
-A done URL is never fetched again, however it is found later.
+A done URL is never fetched again, however it is found later. Each upgrade is
+stronger than the last (the rank never falls, the depth falls within a kind), so a
+URL has at most 2 x (``max_depth`` + 1) + 1 queue entries: a listing, then a
+page and a feed (or sitemap) at each depth from ``max_depth`` to 0.
 """
 
 from __future__ import annotations

@@ -211,3 +211,46 @@ def test_a_hosts_listed_count_survives_its_state_round_trip() -> None:
     assert HostState.decode(host.encode()).listed == 7
     host.listed = 0
     assert len(HostState.decode(host.encode()).encode()) == len(host.encode())
+
+
+@pytest.mark.parametrize("first", ["listed", "too_deep", "deep"])
+def test_a_redirect_target_is_a_discovery_like_any(
+    opener: Callable[..., Opener], first: str
+) -> None:
+    """A redirect's target (hops + 1, the hop R, its source's depth) found after the URL
+    was listed by a foreign sitemap, refused as too deep, or queued as a deeper link:
+    the redirect wins each time, and the URL is fetched once, as the redirect's target."""
+    o = opener(frontier={"max_depth": 3})
+    f = o.open()
+    url = "http://a.test/target"
+    before = {"listed": kind(url, LISTED, via="http://b.test/sitemap.xml"),
+              "too_deep": rec(url, depth=4), "deep": rec(url, depth=3)}[first]
+    f.admit([before], 0.0)
+    target = rec(url, depth=1)
+    target.hops, target.path = 1, "LR"
+    assert f.admit([target], 0.0) == (1 if first == "too_deep" else 0)
+    served = pages(f, 0.0, lambda lease: REFUSED if lease.record.kind == LISTED else OK)
+    assert [(r.url, r.hops, r.path) for r in served] == [(target.url, 1, "LR")]
+    verified(o, f)
+
+
+def test_a_url_found_ever_closer_is_queued_a_bounded_number_of_times(
+    opener: Callable[..., Opener]
+) -> None:
+    """The bound on upgrades: found as a listing, then as a page and as a feed at every
+    depth from max_depth down, a URL holds 2 x (max_depth + 1) + 1 entries, and is
+    fetched once, as the last and strongest."""
+    max_depth = 5
+    o = opener(frontier={"max_depth": max_depth})
+    f = o.open()
+    url = "http://a.test/feed"
+    f.admit([kind(url, LISTED, depth=max_depth, via="http://b.test/s.xml")], 0.0)
+    for of in (PAGE, FEED):
+        for depth in range(max_depth, -1, -1):
+            f.admit([kind(url, of, depth), kind(url, of, depth + 1)], 0.0)  # the 2nd: no stronger
+    f.admit([rec(url, 0)], 0.0)  # a page is weaker than a feed at any depth
+    assert f.pending == 2 * (max_depth + 1) + 1
+    served = pages(f, 0.0)
+    assert [(r.kind, r.depth) for r in served] == [(FEED, 0)]
+    assert f.stats()["frontier/superseded"] == 2 * (max_depth + 1)
+    verified(o, f)
