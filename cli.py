@@ -1,4 +1,12 @@
-"""hive's command line: a thin click group over the package (no crawl logic here)."""
+"""hive's command line: a thin click group over the package (no crawl logic here).
+
+Why one module: it is the one concept of the command line, one click command per
+verb (start, status, stop, add, deny, verify, index, report, demo, …),
+each parsing its flags and calling into the package; what it grows by is a command,
+and splitting the commands over modules would only scatter the group's shared
+options and its error handling (the package's errors turned into one-line messages
+and exit codes).
+"""
 
 from __future__ import annotations
 

@@ -51,6 +51,11 @@ clean close and after a crash alike (the last committed turn). Checks:
 
 Not checked: ``robots`` (the cache reads a corrupt entry as a miss) and bound
 hosts with empty queues (the frontier releases them when it meets them).
+
+Why one module: the checks above are one concept, the rules that tie the store's
+databases to one another, and they run together in one read transaction (a rule
+between two databases is checked where both are read, with two integers a host of
+memory); splitting them by database would split each cross-database rule in two.
 """
 
 from __future__ import annotations
