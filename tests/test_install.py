@@ -78,23 +78,59 @@ def runtime_sources() -> list[Path]:
     return sorted((ROOT / "hive").rglob("*.py")) + [ROOT / "cli.py"]
 
 
+#: Extras that only develop hive (its tests, its benchmarks); every other extra is a feature
+#: of the runtime (``text``, ``export``) that a plain install goes without.
+DEVELOPMENT_EXTRAS = {"test", "bench"}
+
+
+def feature_extras() -> dict[str, set[str]]:
+    """Each runtime feature extra -> the distributions (normalized) it brings."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    return {name: {_requirement_name(r) for r in requirements}
+            for name, requirements in extras.items() if name not in DEVELOPMENT_EXTRAS}
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """Top-level modules a file imports when it is imported (not inside a function)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found |= _imported(node)
+    return found
+
+
 def test_runtime_dependencies_are_exactly_what_the_runtime_imports() -> None:
+    """Every third-party module hive/ and cli.py import is a dependency or comes with a
+    feature extra; every dependency is imported."""
     declared = {_requirement_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    optional = set().union(*feature_extras().values())
     provides = import_names()
-    missing = sorted(d for d in declared if d not in provides)
+    missing = sorted(d for d in declared | optional if d not in provides)
     assert not missing, f"declared but not installed, so their modules are unknown: {missing}"
     imported = third_party_imports(runtime_sources())
     undeclared = {m: files for m, files in imported.items()
-                  if not any(m in provides[d] for d in declared)}
+                  if not any(m in provides[d] for d in declared | optional)}
     unused = sorted(d for d in declared if not provides[d] & set(imported))
-    assert not undeclared, f"imported by the runtime but not in dependencies: {undeclared}"
+    assert not undeclared, f"imported by the runtime but in no dependency or extra: {undeclared}"
     assert not unused, f"in dependencies but never imported by hive/ or cli.py: {unused}"
+
+
+def test_a_feature_extra_is_imported_only_when_its_feature_runs() -> None:
+    """A plain install imports every module of hive: the libraries of a feature extra are
+    imported inside the functions that use them, never when a module is loaded."""
+    provides = import_names()
+    extra_modules = {module for distributions in feature_extras().values()
+                     for d in distributions for module in provides.get(d, ())}
+    eager = {str(path.relative_to(ROOT)): sorted(module_level_imports(path) & extra_modules)
+             for path in runtime_sources()}
+    assert {path: found for path, found in eager.items() if found} == {}
 
 
 def test_the_tests_import_only_runtime_and_test_dependencies() -> None:
     project = PYPROJECT["project"]
     declared = {_requirement_name(r)
                 for r in project["dependencies"] + project["optional-dependencies"]["test"]}
+    assert set().union(*feature_extras().values()) <= declared, "the test extra lacks a feature's"
     provides = import_names()
     available = set().union(*(provides.get(d, set()) for d in declared))
     imported = third_party_imports(sorted((ROOT / "tests").rglob("*.py")))
