@@ -636,6 +636,49 @@ def index(data_dir: Path, out_path: Path | None) -> None:
 
 @main.command()
 @DATA
+@click.option("--format", "form", type=click.Choice(["parquet", "wacz"]), required=True,
+              help="parquet: a columnar index, one row per capture (DuckDB, Spark); "
+                   "wacz: a package for replay tools (ReplayWeb.page, pywb).")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), required=True,
+              help="The file to write; for parquet, a directory (or a name ending in /) "
+                   "gets numbered part files.")
+def export(data_dir: Path, form: str, out_path: Path) -> None:
+    """Export a running or stopped crawl: its closed WARCs and its crawl logs.
+
+    Needs the `export` extra (pip install 'hive-crawler[export]').
+    """
+    from hive.export.captures import Tally
+
+    if not DataDir(data_dir).warc.is_dir() and not DataDir(data_dir).logs.is_dir():
+        raise click.ClickException(f"{data_dir}: no warc/ nor logs/ (is --data a crawl?)")
+    tally = Tally()
+    try:
+        if form == "parquet":
+            from hive.export import parquet
+
+            written = parquet.export(data_dir, out_path, tally)
+            what = f"{sum(1 for _ in written)} Parquet file(s) at {out_path}"
+        else:
+            from hive.export import wacz
+
+            pages = wacz.export(data_dir, out_path, tally)
+            what = f"{out_path} ({pages} pages)"
+    except HiveError as exc:
+        raise click.ClickException(f"export: {exc}") from exc
+    except OSError as exc:
+        raise click.ClickException(f"export: {describe(exc)}") from exc
+    for name in tally.open_warcs:
+        click.echo(f"export: {name}: still open (being written, or left by a crash): "
+                   "left out; its fetches are rows without a record", err=True)
+    if tally.skips.total:
+        causes = ", ".join(f"{n} {cause}" for cause, n in tally.skips.by_cause.most_common())
+        click.echo(f"export: crawl log lines skipped: {causes}", err=True)
+    click.echo(f"exported {tally.captures:,} captures from {tally.warcs} WARC file(s) and "
+               f"{tally.log_rows:,} crawl-log outcomes without a record into {what}")
+
+
+@main.command()
+@DATA
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="The HTML file to write (default: DATA/report.html).")
 def report(data_dir: Path, out_file: Path | None) -> None:

@@ -28,6 +28,7 @@ ROOMS: tuple[tuple[str, str], ...] = (
     ("hive.procs", "procs"),
     ("hive.testweb", "testweb"),
     ("hive.report", "report"),
+    ("hive.export", "export"),
     ("cli", "cli"),
     ("hive", "base"),
 )
@@ -43,8 +44,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "procs": frozenset({"base", "core", "storage", "frontier", "fetch"}),
     "testweb": frozenset(),
     "report": frozenset({"base", "core", "storage", "frontier"}),
+    "export": frozenset({"base", "storage", "fetch", "report"}),
     "cli": frozenset({"base", "core", "storage", "frontier", "fetch", "procs", "testweb",
-                      "report"}),
+                      "report", "export"}),
 }
 
 #: Outside modules (top-level names) only some rooms may import.

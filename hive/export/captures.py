@@ -1,0 +1,203 @@
+"""A crawl's captures, one :class:`Row` at a time: each WARC record joined to its crawl-log
+line, then the crawl log's outcomes that have no record.
+
+What an export reads, running crawl or stopped, through :class:`DataDir`:
+
+* **Closed WARCs only** (``warc/*.warc.gz``): a file still written (``.open``) is left
+  out and counted, its fetches' lines coming as rows without a record. A closed file's
+  captures are the lines of the CDXJ index beside it (hive/fetch/cdxj.py), read one at a
+  time; a file whose index is not written yet (the writer renames, then indexes) is
+  indexed here, as ``hive index`` would.
+* **Every crawl log** (rotated and live), loaded into a :class:`LogTable` on disk, so
+  that memory does not follow the crawl. A capture takes its fetch's line (the URL's,
+  nearest in time); a capture whose line is not there (a log not flushed yet) has no
+  crawl-log columns, and is counted.
+* **What the index leaves out is read from the record** (hive.export.records) for the
+  captures that can have it: a redirect's ``Location`` (a 3xx status) and a body's
+  ``WARC-Truncated`` (a fetch that did not end as a whole answer, or with no log line).
+* **The rest of the log**, after every capture: refusals, failures with no response and
+  fetches whose record is in a file still open, each a row with no record.
+
+Rows come WARC file by WARC file (by name), each in its index's order, then the log's
+remaining lines in the order they were written.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+from hive.export import records
+from hive.export.logtable import LogTable
+from hive.fetch import cdxj
+from hive.report.lines import Skips
+from hive.storage.datadir import DataDir
+
+# Outcomes of a fetch whose record is never truncated; any other may be (hive/fetch/pipeline.py
+# truncation), so its record's head is read for WARC-Truncated.
+_WHOLE = frozenset({"ok", "redirect", "robots_ok", "robots_stale", "robots_retry", "sitemap_ok",
+                    "feed_ok"})
+_DIGEST_PREFIX = "sha1:"
+
+
+class Row(NamedTuple):
+    """One capture, or one crawl-log outcome without a record (``record_type`` None).
+
+    Times are seconds since the epoch (UTC); ``digest`` is the payload's base32 SHA-1 (as
+    Common Crawl writes it, without ``sha1:``)."""
+
+    url: str
+    surt: str
+    fetch_time: float | None
+    status: int | None
+    mime: str | None
+    digest: str | None
+    record_type: str | None
+    filename: str | None
+    offset: int | None
+    length: int | None
+    redirect: str | None
+    truncated: str | None
+    outcome: str | None
+    reason: str | None
+    message: str | None
+    hop: str | None
+    via: str | None
+    depth: int | None
+    duration: float | None
+    size: int | None
+    outcome_time: float | None
+
+
+@dataclass
+class Tally:
+    """What an export read and what it could not."""
+
+    warcs: int = 0
+    open_warcs: list[str] = field(default_factory=list)
+    indexed_here: int = 0
+    captures: int = 0
+    unlogged: int = 0
+    log_rows: int = 0
+    heads_read: int = 0
+    unreadable_heads: int = 0
+    log_lines: int = 0
+    skips: Skips = field(default_factory=Skips)
+
+
+def closed_warcs(dd: DataDir) -> tuple[list[Path], list[Path]]:
+    """The crawl's closed WARC files and those still open (being written, or left by a
+    crash), each by name."""
+    every = cdxj.crawl_warcs(dd.warc) if dd.warc.is_dir() else []
+    closed = [path for path in every if path.name.endswith(cdxj.WARC_SUFFIX)]
+    return closed, [path for path in every if path not in closed]
+
+
+def index_lines(warc: Path, tally: Tally | None = None) -> Iterator[str]:
+    """The CDXJ lines of a closed WARC: its index beside it, or read from it if there is
+    none yet."""
+    beside = cdxj.index_path(warc)
+    try:
+        handle = beside.open(encoding="utf-8")
+    except FileNotFoundError:
+        if tally is not None:
+            tally.indexed_here += 1
+        yield from cdxj.index_file(warc).lines
+        return
+    with handle:
+        yield from handle
+
+
+class Line(NamedTuple):
+    """An index line read: its SURT key, capture time and fields."""
+
+    key: str
+    time: float
+    fields: dict[str, Any]
+
+
+def parse_line(line: str) -> Line:
+    key, stamp, fields = line.split(" ", 2)
+    when = calendar.timegm(time.strptime(stamp, "%Y%m%d%H%M%S"))
+    return Line(key, float(when), json.loads(fields))
+
+
+def rows(dd: DataDir, scratch: Path, tally: Tally) -> Iterator[Row]:
+    """Every row of the crawl in ``dd`` (see the module's docstring); ``scratch`` is a
+    directory for the log table."""
+    closed, still_open = closed_warcs(dd)
+    tally.open_warcs = [path.name for path in still_open]
+    table = LogTable(scratch / "crawl-log.sqlite")
+    try:
+        table.load(dd.crawl_logs())
+        tally.log_lines, tally.skips = table.lines, table.skips
+        for warc in closed:
+            tally.warcs += 1
+            with warc.open("rb") as f:
+                for text in index_lines(warc, tally):
+                    tally.captures += 1
+                    yield _capture(parse_line(text), table, f, tally)
+        for entry in table.rest():
+            tally.log_rows += 1
+            yield _logged(entry)
+    finally:
+        table.close()
+
+
+def _capture(line: Line, table: LogTable, f: IO[bytes], tally: Tally) -> Row:
+    found = line.fields
+    url = found["url"]
+    status = int(found["status"]) if "status" in found else None
+    entry = table.take(url, line.time)
+    if entry is None:
+        tally.unlogged += 1
+        entry = {}
+    offset, length = int(found["offset"]), int(found["length"])
+    redirect = truncated = None
+    outcome = entry.get("outcome")
+    redirected = status is not None and 300 <= status < 400
+    if redirected or outcome is None or not (outcome in _WHOLE or outcome.startswith("http_")):
+        tally.heads_read += 1
+        record = records.read(f, offset, length)
+        if record is None:
+            tally.unreadable_heads += 1
+        else:
+            redirect = record.redirect() if redirected else None
+            truncated = record.truncated
+    mime = found.get("mime")
+    digest = found.get("digest")
+    return Row(
+        url, line.key, line.time, status, mime,
+        digest.removeprefix(_DIGEST_PREFIX) if digest else None,
+        "revisit" if mime == "warc/revisit" else "response",
+        found.get("filename"), offset, length, redirect, truncated, *_log_columns(entry),
+    )
+
+
+def _log_columns(
+    entry: dict[str, Any],
+) -> tuple[str | None, str | None, str | None, str | None, str | None, int | None,
+           float | None, int | None, float | None]:
+    """outcome, reason, message, hop path, via, depth, duration, bytes and time of a line."""
+    if not entry:
+        return None, None, None, None, None, None, None, None, None
+    return (
+        entry["outcome"], entry.get("reason") or None, entry.get("msg") or None,
+        entry.get("hop", ""), entry.get("via") or None, int(entry.get("depth", 0)),
+        float(entry.get("dl", 0.0)), int(entry.get("bytes", 0)), float(entry["t"]),
+    )
+
+
+def _logged(entry: dict[str, Any]) -> Row:
+    url = entry["url"]
+    status = entry.get("status")
+    started = float(entry["t"]) - float(entry.get("dl", 0.0)) if status is not None else None
+    return Row(
+        url, cdxj.url_key(url), started, status, entry.get("mime") or None, None, None,
+        None, None, None, None, None, *_log_columns(entry),
+    )
