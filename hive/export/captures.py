@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from hive.errors import HiveError
 from hive.export import records
 from hive.export.logtable import LogTable
 from hive.fetch import cdxj
@@ -43,6 +44,7 @@ from hive.storage.datadir import DataDir
 _WHOLE = frozenset({"ok", "redirect", "robots_ok", "robots_stale", "robots_retry", "sitemap_ok",
                     "feed_ok"})
 _DIGEST_PREFIX = "sha1:"
+_NEEDED = ("url", "filename", "offset", "length")
 
 
 class Row(NamedTuple):
@@ -122,9 +124,23 @@ class Line(NamedTuple):
 
 
 def parse_line(line: str) -> Line:
-    key, stamp, fields = line.split(" ", 2)
-    when = calendar.timegm(time.strptime(stamp, "%Y%m%d%H%M%S"))
-    return Line(key, float(when), json.loads(fields))
+    """An index line read; ValueError if it is not one of hive's."""
+    try:
+        key, stamp, text = line.split(" ", 2)
+        when = calendar.timegm(time.strptime(stamp, "%Y%m%d%H%M%S"))
+        fields = json.loads(text)
+        if not isinstance(fields, dict) or any(name not in fields for name in _NEEDED):
+            raise ValueError(f"not an object with {', '.join(_NEEDED)}")
+        int(fields["offset"]), int(fields["length"])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not a CDXJ line of hive's: {exc}") from exc
+    return Line(key, float(when), fields)
+
+
+def bad_index(warc: Path, number: int, exc: ValueError) -> HiveError:
+    """The error for line ``number`` of a WARC's index, which is not an index line."""
+    return HiveError(f"{cdxj.index_path(warc)}:{number}: {exc}; delete that index and the "
+                     "export reads its WARC instead")
 
 
 def rows(dd: DataDir, scratch: Path, tally: Tally) -> Iterator[Row]:
@@ -139,9 +155,13 @@ def rows(dd: DataDir, scratch: Path, tally: Tally) -> Iterator[Row]:
         for warc in closed:
             tally.warcs += 1
             with warc.open("rb") as f:
-                for text in index_lines(warc, tally):
+                for number, text in enumerate(index_lines(warc, tally), 1):
                     tally.captures += 1
-                    yield _capture(parse_line(text), table, f, tally)
+                    try:
+                        line = parse_line(text)
+                    except ValueError as exc:
+                        raise bad_index(warc, number, exc) from exc
+                    yield _capture(line, table, f, tally)
         for entry in table.rest():
             tally.log_rows += 1
             yield _logged(entry)

@@ -8,9 +8,9 @@ A WACZ (webrecorder's Web Archive Collection Zipped) is a ZIP of::
                                index: blocks of ``BLOCK_LINES`` lines, a gzip member each
     indexes/index.idx          the first key of each block and where it is (offset, length),
                                after a ``!meta`` line naming the format
-    pages/pages.jsonl          a header line, then one line per HTML page (a 2xx response
-                               of text/html or application/xhtml+xml): its record's id, URL,
-                               WARC-Date and ``<title>`` (hive.export.records)
+    pages/pages.jsonl          a header line, then one line per HTML page (a URL's latest
+                               2xx response of text/html or application/xhtml+xml): its
+                               record's id, URL, WARC-Date and ``<title>`` (hive.export.records)
     datapackage.json           each file above: path, size and SHA-256 of its bytes
     datapackage-digest.json    the SHA-256 of datapackage.json
 
@@ -22,7 +22,8 @@ is left out, as everywhere in ``hive export``; so is its index.
 Streaming: a WARC is copied in pieces, each file's hash taken as it is written; the
 index is merged from the sorted indexes, at most ``cdxj.MERGE_FAN_IN`` open at once
 (more are merged in rounds through a scratch directory beside the output), one block
-held at a time; pages are read one record at a time. The package is written as
+held at a time; pages are read one record at a time, from the merged index again (a
+URL's captures side by side), at most ``cdxj.MERGE_FAN_IN`` WARCs open. The package is written as
 ``.part`` and renamed when whole. Writing needs nothing outside the standard library.
 """
 
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hive import __version__
+from hive.errors import HiveError
 from hive.export import records
 from hive.export.captures import Tally, closed_warcs, index_lines, parse_line
 from hive.fetch import cdxj
@@ -137,27 +139,49 @@ def _write_index(package: _Resources, lines: Iterator[str], scratch: Path) -> in
     return count
 
 
-def _pages(warcs: Sequence[Path], tally: Tally) -> Iterator[dict[str, str]]:
-    """A pages.jsonl line for each HTML page of ``warcs``."""
-    for warc in warcs:
-        with warc.open("rb") as f:
-            for text in index_lines(warc):
-                found = parse_line(text).fields
-                status = found.get("status", "")
-                if found.get("mime") not in HTML_TYPES or not status.startswith("2"):
-                    continue
-                record = records.read(f, int(found["offset"]), int(found["length"]),
-                                      records.PAGE_BYTES)
-                if record is None:
-                    tally.unreadable_heads += 1
-                    continue
-                record_id = record.warc.get("warc-record-id", "").strip("<>")
-                page = {"id": record_id.removeprefix("urn:uuid:"), "url": found["url"],
-                        "ts": record.warc.get("warc-date", "")}
-                title = record.title()
-                if title is not None:
-                    page["title"] = title
-                yield page
+def _page_captures(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """Of merged index lines (a URL's captures side by side), each URL's latest capture
+    that is an HTML page answered with a 2xx."""
+    last: dict[str, Any] | None = None
+    for number, text in enumerate(lines, 1):
+        try:
+            found = parse_line(text).fields
+        except ValueError as exc:
+            raise HiveError(f"line {number} of the merged index: {exc}") from exc
+        if last is not None and found["url"] != last["url"]:
+            yield last
+            last = None
+        if found.get("mime") in HTML_TYPES and found.get("status", "").startswith("2"):
+            last = found
+    if last is not None:
+        yield last
+
+
+def _pages(lines: Iterator[str], warc_dir: Path, tally: Tally) -> Iterator[dict[str, str]]:
+    """A pages.jsonl line for each HTML page of the merged index ``lines``: its id (the
+    record's), URL, WARC-Date and title. The WARCs are read with at most
+    ``cdxj.MERGE_FAN_IN`` of them open."""
+    with contextlib.ExitStack() as stack:
+        handles: dict[str, IO[bytes]] = {}
+        for found in _page_captures(lines):
+            name = found["filename"]
+            f = handles.get(name)
+            if f is None:
+                if len(handles) >= cdxj.MERGE_FAN_IN:
+                    handles.pop(next(iter(handles))).close()
+                f = handles[name] = stack.enter_context((warc_dir / name).open("rb"))
+            record = records.read(f, int(found["offset"]), int(found["length"]),
+                                  records.PAGE_BYTES)
+            if record is None:
+                tally.unreadable_heads += 1
+                continue
+            record_id = record.warc.get("warc-record-id", "").strip("<>")
+            page = {"id": record_id.removeprefix("urn:uuid:"), "url": found["url"],
+                    "ts": record.warc.get("warc-date", "")}
+            title = record.title()
+            if title is not None:
+                page["title"] = title
+            yield page
 
 
 def export(data: Path, out: Path, tally: Tally) -> int:
@@ -183,7 +207,8 @@ def export(data: Path, out: Path, tally: Tally) -> int:
             with package.entry("pages/pages.jsonl", stored=False) as target:
                 header = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
                 target.write((json.dumps(header) + "\n").encode())
-                for page in _pages(warcs, tally):
+                merged = _merged(warcs, Path(scratch), Tally())
+                for page in _pages(merged, dd.warc, tally):
                     target.write((json.dumps(page, ensure_ascii=False) + "\n").encode())
                     pages += 1
             described = json.dumps({
