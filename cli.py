@@ -657,12 +657,13 @@ def export(data_dir: Path, form: str, out_path: Path) -> None:
             from hive.export import parquet
 
             written = parquet.export(data_dir, out_path, tally)
-            what = f"{sum(1 for _ in written)} Parquet file(s) at {out_path}"
+            what = (f"and {tally.log_rows:,} crawl-log outcomes without a record into "
+                    f"{len(written)} Parquet file(s) at {out_path}")
         else:
             from hive.export import wacz
 
             pages = wacz.export(data_dir, out_path, tally)
-            what = f"{out_path} ({pages} pages)"
+            what = f"into {out_path} ({pages:,} pages listed)"
     except HiveError as exc:
         raise click.ClickException(f"export: {exc}") from exc
     except OSError as exc:
@@ -673,8 +674,7 @@ def export(data_dir: Path, form: str, out_path: Path) -> None:
     if tally.skips.total:
         causes = ", ".join(f"{n} {cause}" for cause, n in tally.skips.by_cause.most_common())
         click.echo(f"export: crawl log lines skipped: {causes}", err=True)
-    click.echo(f"exported {tally.captures:,} captures from {tally.warcs} WARC file(s) and "
-               f"{tally.log_rows:,} crawl-log outcomes without a record into {what}")
+    click.echo(f"exported {tally.captures:,} captures from {tally.warcs} WARC file(s) {what}")
 
 
 @main.command()

@@ -25,8 +25,8 @@ remaining lines in the order they were written.
 from __future__ import annotations
 
 import calendar
+import functools
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,11 +123,24 @@ class Line(NamedTuple):
     fields: dict[str, Any]
 
 
+@functools.lru_cache(maxsize=1024)
+def _epoch(stamp: str) -> int:
+    """Seconds since the epoch of a 14-digit UTC timestamp (captures come many a second)."""
+    if len(stamp) != 14 or not stamp.isascii() or not stamp.isdigit():
+        raise ValueError(f"{stamp!r} is not a 14-digit timestamp")
+    fields = (int(stamp[0:4]), int(stamp[4:6]), int(stamp[6:8]), int(stamp[8:10]),
+              int(stamp[10:12]), int(stamp[12:14]))
+    if not (1 <= fields[1] <= 12 and 1 <= fields[2] <= 31 and fields[3] < 24
+            and fields[4] < 60 and fields[5] < 62):
+        raise ValueError(f"{stamp!r} is not a time")
+    return calendar.timegm(fields)
+
+
 def parse_line(line: str) -> Line:
     """An index line read; ValueError if it is not one of hive's."""
     try:
         key, stamp, text = line.split(" ", 2)
-        when = calendar.timegm(time.strptime(stamp, "%Y%m%d%H%M%S"))
+        when = _epoch(stamp)
         fields = json.loads(text)
         if not isinstance(fields, dict) or any(name not in fields for name in _NEEDED):
             raise ValueError(f"not an object with {', '.join(_NEEDED)}")

@@ -5,8 +5,9 @@ but in two files, in different orders; a crawl's logs can hold more lines than f
 memory. They are joined here through a scratch SQLite database (the standard library's,
 on disk beside the export, its page cache bounded by ``CACHE_KIB``): every line of the
 logs goes in once (:meth:`LogTable.load`), each capture takes the line of its fetch out
-(:meth:`LogTable.take`), and the lines no capture took are read last (:meth:`LogTable.rest`):
-refusals, failures without a response, and fetches whose WARC is still open.
+(:meth:`LogTable.take`; deleted in batches), and the lines no capture took are read last
+(:meth:`LogTable.rest`): refusals, failures without a response, and fetches whose WARC is
+still open.
 
 A line is a fetch's if it has an HTTP status. Of a URL's fetch lines (a URL fetched
 again after a retryable answer has more than one), a capture takes the one whose fetch
@@ -38,8 +39,7 @@ class LogTable:
         self.path = path
         path.unlink(missing_ok=True)
         self._db = sqlite3.connect(path, isolation_level=None)
-        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE",
-                       f"cache_size = -{CACHE_KIB}"):
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", f"cache_size = -{CACHE_KIB}"):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute(
             "CREATE TABLE log (id INTEGER PRIMARY KEY, url TEXT NOT NULL, start REAL, "
@@ -47,6 +47,8 @@ class LogTable:
         )
         self.lines = 0
         self.skips = Skips()
+        # Lines taken but not deleted yet: deleted LOAD_BATCH at a time, one transaction each.
+        self._taken: set[int] = set()
 
     def close(self) -> None:
         self._db.close()
@@ -74,18 +76,29 @@ class LogTable:
     def take(self, url: str, start: float) -> dict[str, Any] | None:
         """The fetch line of ``url`` whose fetch started nearest ``start`` (seconds since
         the epoch), taken out; None if no line is left for it."""
-        found = self._db.execute(
-            "SELECT id, line FROM log WHERE url = ? AND fetch ORDER BY abs(start - ?), id "
-            "LIMIT 1", (url, start),
-        ).fetchone()
-        if found is None:
+        # A URL's fetch lines are few (one per try): chosen here, not sorted by SQLite.
+        lines = [found for found in self._db.execute(
+            "SELECT id, start, line FROM log WHERE url = ? AND fetch", (url,)
+        ).fetchall() if found[0] not in self._taken]
+        if not lines:
             return None
-        self._db.execute("DELETE FROM log WHERE id = ?", (found[0],))
-        entry: dict[str, Any] = json.loads(found[1])
+        row_id, _, line = min(lines, key=lambda found: (abs(found[1] - start), found[0]))
+        self._taken.add(row_id)
+        if len(self._taken) >= LOAD_BATCH:
+            self._delete_taken()
+        entry: dict[str, Any] = json.loads(line)
         return entry
+
+    def _delete_taken(self) -> None:
+        """Delete the lines taken since the last time, in one transaction."""
+        self._db.execute("BEGIN")
+        self._db.executemany("DELETE FROM log WHERE id = ?", [(i,) for i in self._taken])
+        self._db.execute("COMMIT")
+        self._taken.clear()
 
     def rest(self) -> Iterator[dict[str, Any]]:
         """The lines no capture took, in the order they were loaded."""
+        self._delete_taken()
         last = 0
         while True:
             page = self._db.execute(
