@@ -19,10 +19,11 @@ open), ``outcome`` (the crawl log's kind), ``outcome_reason``, ``outcome_message
 for a seed), ``depth``, ``via`` (the URL it was found on), ``fetch_duration`` (seconds),
 ``fetch_bytes`` (the body's as received) and ``outcome_time``.
 
-Written streaming: rows are gathered ``ROW_GROUP_ROWS`` at a time, written as one row
-group, and let go, so memory follows the row group, not the crawl. ``--out`` names a file,
-or a directory that gets ``part-NNNNN.parquet`` files of at most ``FILE_ROWS`` rows (a
-glob reads them all). A file is written as ``.part`` and renamed when whole.
+Written streaming: rows are turned into Arrow columns ``BATCH_ROWS`` at a time (Python
+objects cost about five times their Arrow form), the batches of ``ROW_GROUP_ROWS`` rows
+written as one row group and let go, so memory follows the row group, not the crawl.
+``--out`` names a file, or a directory that gets ``part-NNNNN.parquet`` files of at most
+``FILE_ROWS`` rows (a glob reads them all). A file is written as ``.part`` and renamed when whole.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from hive.export.urlparts import url_parts
 from hive.storage.datadir import DataDir
 
 ROW_GROUP_ROWS = 50_000
+BATCH_ROWS = 5_000
 FILE_ROWS = 10_000_000
 PART = "part-{:05d}.parquet"
 
@@ -176,7 +178,8 @@ class _Files:
 
 def export(data: Path, out: Path, tally: Tally, group_rows: int = ROW_GROUP_ROWS) -> list[Path]:
     """Write the crawl in ``data`` to ``out`` (a file, or a directory if it is one or its
-    name ends with ``/``); returns the files written (none if the crawl has no row)."""
+    name ends with ``/``); returns the files written (one with no row for a crawl with
+    none)."""
     pa = require("pyarrow")
     require("pyarrow.parquet")
     as_dir = out.is_dir() or str(out).endswith("/")
@@ -187,12 +190,19 @@ def export(data: Path, out: Path, tally: Tally, group_rows: int = ROW_GROUP_ROWS
     with tempfile.TemporaryDirectory(prefix=".hive-export-",
                                      dir=out if as_dir else out.parent) as scratch:
         try:
-            for group in _groups(rows(DataDir(data), Path(scratch), tally), group_rows):
+            batches: list[Any] = []
+            held = 0
+            source = rows(DataDir(data), Path(scratch), tally)
+            for chunk in _groups(source, min(BATCH_ROWS, group_rows)):
                 arrays = [pa.array(values, type=field.type)
-                          for values, field in zip(columns(group), spec, strict=True)]
-                files.write(pa.Table.from_arrays(arrays, schema=spec))
-            if not files.written:
-                files.write(spec.empty_table())
+                          for values, field in zip(columns(chunk), spec, strict=True)]
+                batches.append(pa.RecordBatch.from_arrays(arrays, schema=spec))
+                held += len(chunk)
+                if held >= group_rows:
+                    files.write(pa.Table.from_batches(batches))
+                    batches, held = [], 0
+            if batches or not files.written:  # the last group, or an empty file
+                files.write(pa.Table.from_batches(batches, schema=spec))
         except BaseException:
             files.abandon()
             raise

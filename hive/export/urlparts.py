@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from publicsuffixlist import PublicSuffixList
 
-HOST_CACHE = 1 << 16
+HOST_CACHE = 4096
 # accept_unknown: a TLD the list lacks is a suffix itself, the list's own default rule
 # ("*"), as hive.fetch.parse reads it: ``a.test``'s registered domain is ``a.test``.
 _ICANN = PublicSuffixList(only_icann=True, accept_unknown=True)
