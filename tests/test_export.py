@@ -27,7 +27,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from hive.testweb import Web, WebProcess
 from hive.testweb.graph import Response
-from tests.conftest import WEB_ADDRESS
+from tests.conftest import WEB_ADDRESS, wait_for
 from tests.real.test_replay import COLLECTION, get, serve
 from tests.test_hive import Hive, finish
 
@@ -284,6 +284,33 @@ def test_a_running_crawl_is_exported_without_its_open_files(
         f"SELECT url FROM '{out}' WHERE warc_record_type IS NULL AND fetch_status IS NOT NULL"
     ).fetchall())
     assert unrecorded == Counter(f["url"] for f in opened)
+
+
+def test_an_export_of_a_crawl_while_it_runs(tmp_path: Path) -> None:
+    """Exported mid-crawl (WARCs rotating under it): every record it names is where it
+    says, and every one is in the finished crawl's indexes."""
+    duckdb = need("duckdb")
+    web = Web(seed=2, hosts=3, pages=15, hostile=False)
+    with WebProcess(web, tmp_path / "requests.jsonl", host=WEB_ADDRESS) as server:
+        hive = Hive(tmp_path, server, politeness={"min_delay": 0.3, "max_delay": 0.3},
+                    warc={"max_file_bytes": 20_000})
+        process = hive.start(1)
+        wait_for(lambda: list((hive.data / "warc").glob("*.cdxj")), timeout=60)
+        out = tmp_path / "running.parquet"
+        export(hive, "parquet", out)
+        assert process.poll() is None, "the crawl ended before the export: make it longer"
+        finish(process, timeout=120)
+    exported = duckdb.connect().execute(
+        f"SELECT warc_filename, warc_record_offset, warc_record_length, url FROM '{out}' "
+        "WHERE warc_record_type IS NOT NULL").fetchall()
+    assert exported
+    final = {(f["filename"], int(f["offset"]), int(f["length"]), f["url"])
+             for _, _, f in cdxj_lines(hive.data)}
+    assert set(exported) <= final
+    for filename, offset, _, url in exported:
+        with (hive.data / "warc" / filename).open("rb") as f:
+            f.seek(offset)
+            assert next(iter(ArchiveIterator(f))).rec_headers["WARC-Target-URI"] == url
 
 
 def test_a_damaged_index_is_named_not_a_traceback(
