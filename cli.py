@@ -674,6 +674,12 @@ def export(data_dir: Path, form: str, out_path: Path) -> None:
     if tally.skips.total:
         causes = ", ".join(f"{n} {cause}" for cause, n in tally.skips.by_cause.most_common())
         click.echo(f"export: crawl log lines skipped: {causes}", err=True)
+    if tally.unlogged:
+        click.echo(f"export: {tally.unlogged:,} captures have no crawl-log line (a log not "
+                   "flushed yet?): their crawl-log columns are empty", err=True)
+    if tally.unreadable_heads:
+        click.echo(f"export: {tally.unreadable_heads:,} records did not read at their offset "
+                   "(a damaged WARC?): their redirect, truncation or title is left out", err=True)
     click.echo(f"exported {tally.captures:,} captures from {tally.warcs} WARC file(s) {what}")
 
 

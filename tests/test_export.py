@@ -313,6 +313,39 @@ def test_an_export_of_a_crawl_while_it_runs(tmp_path: Path) -> None:
             assert next(iter(ArchiveIterator(f))).rec_headers["WARC-Target-URI"] == url
 
 
+def test_captures_without_their_log_line_or_whole_record_are_counted(
+    crawl: tuple[Hive, WebProcess], tmp_path: Path
+) -> None:
+    """A worker's crawl log gone, a redirect's record damaged: rows kept, each counted."""
+    duckdb = need("duckdb")
+    hive, _ = crawl
+    copy = tmp_path / "data"
+    shutil.copytree(hive.data, copy, ignore=shutil.ignore_patterns("lock*", "*.mdb"))
+    for log in (copy / "logs").glob("crawl-00*.jsonl"):
+        log.unlink()
+    lines = cdxj_lines(copy)
+    unlogged = sum(f["filename"].startswith("hive-00-") for _, _, f in lines)
+    moved = next(f for _, _, f in lines if f["status"].startswith("3"))
+    with (copy / "warc" / moved["filename"]).open("r+b") as warc:
+        warc.seek(int(moved["offset"]) + 10)
+        warc.write(b"\xff" * 16)
+    out = tmp_path / "damaged.parquet"
+    result = subprocess.run(
+        hive.command("export", "--data", str(copy), "--format", "parquet", "--out", str(out)),
+        env=hive.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"export: {unlogged:,} captures have no crawl-log line" in result.stderr
+    assert "export: 1 records did not read at their offset" in result.stderr
+    db = duckdb.connect()
+    assert db.execute(f"SELECT count(*) FROM '{out}' WHERE warc_record_type IS NOT NULL "
+                      "AND outcome IS NULL").fetchone() == (unlogged,)
+    assert db.execute(f"SELECT fetch_redirect FROM '{out}' WHERE warc_filename = ? AND "
+                      "warc_record_offset = ?", [moved["filename"], int(moved["offset"])]
+                      ).fetchone() == (None,)
+    assert db.execute(f"SELECT count(*) FROM '{out}' WHERE warc_record_type IS NOT NULL"
+                      ).fetchone() == (len(lines),)
+
+
 def test_a_damaged_index_is_named_not_a_traceback(
     crawl: tuple[Hive, WebProcess], tmp_path: Path
 ) -> None:

@@ -97,7 +97,7 @@ def closed_warcs(dd: DataDir) -> tuple[list[Path], list[Path]]:
     crash), each by name."""
     every = cdxj.crawl_warcs(dd.warc) if dd.warc.is_dir() else []
     closed = [path for path in every if path.name.endswith(cdxj.WARC_SUFFIX)]
-    return closed, [path for path in every if path not in closed]
+    return closed, [path for path in every if not path.name.endswith(cdxj.WARC_SUFFIX)]
 
 
 def index_lines(warc: Path, tally: Tally | None = None) -> Iterator[str]:
