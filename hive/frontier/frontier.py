@@ -27,7 +27,8 @@ blocks the host, whose URLs then end with that outcome.
 Sitemaps (records of kind ``sitemap``) are leased like pages, under their host's
 politeness and robots.txt; each host admits at most ``max_sitemaps`` of them
 over the crawl (``sitemaps.max_files_per_host``; past it they are refused as
-``max_sitemaps_per_host``), and they count against neither ``max_depth`` (their
+``max_sitemaps_per_host``, counted and not recorded, as ``max_urls_per_host``
+refusals are: see ``_refuse``), and they count against neither ``max_depth`` (their
 depth is their index level, bounded by the pipeline) nor ``max_urls_per_host``.
 A lease refused before its fetch (``refused``: a page listed by a sitemap its
 origin does not vouch for) leaves the seen set, so a link may still bring it in.
@@ -79,6 +80,8 @@ from hive.storage.store import store_errors as _store_errors
 
 log = logging.getLogger(__name__)
 
+# Refusals counted, never recorded (``_refuse``).
+CAPS = frozenset({"max_urls_per_host", "max_sitemaps_per_host"})
 # What decoding a damaged record raises: it is set aside, never retried every turn.
 DAMAGED = (ValueError, struct.error)
 # A page whose links could not be handed on: always retried, never done with its links lost.
@@ -289,8 +292,15 @@ class Frontier:
         return True
 
     def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
-        """Record a URL refused at admission (blocked host, too deep, over the host's cap);
-        the reason is the block or the config key that refused it."""
+        """Count a URL refused at admission (blocked host, too deep, over the host's cap);
+        the reason is the block or the config key that refused it.
+
+        A refusal for a cap the host has reached (``max_urls_per_host``,
+        ``max_sitemaps_per_host``) is counted (``frontier/capped/<reason>``), not
+        recorded: the cap never lifts, so a record would only spare a second count, at
+        one store entry per URL past it, which a sitemap index (50,000 children, each
+        listing 50,000) or a trap's links would make without end. The others are
+        recorded as refused (``frontier/refused/<reason>``)."""
         if host.blocked:
             reason = host.blocked
         elif record.kind == SITEMAP:
@@ -299,10 +309,16 @@ class Frontier:
             reason = "max_depth"
         else:
             reason = "max_urls_per_host"
-        if not self.seen.refuse(key, reason):
+        if reason in CAPS:
+            if self.seen.state(key) is not None:
+                self._count("frontier/duplicates")
+                return
+            self._count(f"frontier/capped/{reason}")
+        elif not self.seen.refuse(key, reason):
             self._count("frontier/duplicates")
             return
-        self._count(f"frontier/refused/{reason}")
+        else:
+            self._count(f"frontier/refused/{reason}")
         message = self.refusals.note(reason, host.host_key)
         if message is not None:
             self.refused.append((record, reason, message))

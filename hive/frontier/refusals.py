@@ -47,21 +47,29 @@ class Refusals:
     def note(self, reason: str, host: str) -> str | None:
         """Count one refusal: None if it is not to be logged, else its crawl-log message
         (empty but for the line that reaches the bound, which says so)."""
-        self.changed = True
-        self.totals[reason] = self.totals.get(reason, 0) + 1
-        pair = (reason, host)
-        n = self.by_host.get(pair)
-        if n is not None or len(self.by_host) < MAX_PAIRS:
-            n = self.by_host[pair] = (n or 0) + 1
-            where = f"on {host}"
-        else:
-            n = self.others[reason] = self.others.get(reason, 0) + 1
-            where = f"on hosts beyond the {MAX_PAIRS} counted by host"
+        n, where = self._add(reason, host, 1)
         if n < self.log_per_host:
             return ""
         if n == self.log_per_host:
             return f"{reason}: {n} refusals {where} logged; later ones are only counted"
         return None
+
+    def count(self, reason: str, host: str, n: int) -> None:
+        """Count ``n`` refusals that a line of their own in the crawl log already tells of
+        (a sitemap index's children past the cap: its line says how many)."""
+        self._add(reason, host, n)
+
+    def _add(self, reason: str, host: str, n: int) -> tuple[int, str]:
+        """Count n refusals; (the pair's count now, where it was counted)."""
+        self.changed = True
+        self.totals[reason] = self.totals.get(reason, 0) + n
+        pair = (reason, host)
+        held = self.by_host.get(pair)
+        if held is not None or len(self.by_host) < MAX_PAIRS:
+            total = self.by_host[pair] = (held or 0) + n
+            return total, f"on {host}"
+        total = self.others[reason] = self.others.get(reason, 0) + n
+        return total, f"on hosts beyond the {MAX_PAIRS} counted by host"
 
     def stats(self) -> dict[str, int]:
         """``refusals/<reason>``: total; ``refusals/<reason>/<host>``: the top hosts' counts."""

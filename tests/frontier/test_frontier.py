@@ -12,6 +12,7 @@ from hive.core.urls import host_hash
 from hive.frontier.frontier import MAX_FAILURES, Frontier
 from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
 from hive.outcome import Outcome
+from hive.storage.schema import url_key
 from tests.frontier.conftest import Opener, rec
 
 OK = Outcome("ok", 200)
@@ -47,10 +48,14 @@ def test_admit_refuses_duplicates_depth_and_budget(
     assert f.admit([rec("http://a.test/0"), rec("HTTP://A.test:80/1#x")], 0.0) == 0
     stats = f.stats()
     assert stats["frontier/admitted"] == 3
-    assert stats["frontier/refused/max_urls_per_host"] == 2
+    # Past the host's cap a URL is counted, not recorded (the cap never lifts); a URL too
+    # deep is recorded as refused.
+    assert stats["frontier/capped/max_urls_per_host"] == 2
     assert stats["frontier/refused/max_depth"] == 1
     assert stats["frontier/duplicates"] == 2
     assert stats["frontier/pending"] == 3
+    assert f.seen.state(url_key(host_hash("a.test"), f.fingerprint("http://a.test/3"))) is None
+    assert f.seen.state(url_key(host_hash("b.test"), f.fingerprint("http://b.test/")))
 
 
 @pytest.mark.parametrize("reopen", [False, True])
@@ -77,13 +82,15 @@ def test_refusals_are_counted_by_reason_and_host_and_logged_up_to_a_bound(
     f.admit([rec(f"http://big.test/{i}") for i in range(4, 9)], 0.0)
     assert f.refused == [], "the bound holds across a reopen"
     stats = f.stats()
-    assert stats["frontier/refused/max_urls_per_host"] == 7
-    assert stats["refusals/max_urls_per_host"] == 7
-    assert stats["refusals/max_urls_per_host/big.test"] == 7
+    # big.test/4 and /5 refused again: past a cap a refusal is counted each time, with no
+    # record that could make it a duplicate.
+    assert stats["frontier/capped/max_urls_per_host"] == 9
+    assert stats["refusals/max_urls_per_host"] == 9
+    assert stats["refusals/max_urls_per_host/big.test"] == 9
     assert stats["refusals/max_depth/deep.test"] == 1
-    assert stats["frontier/duplicates"] == 3, "a URL refused twice is counted once"
+    assert stats["frontier/duplicates"] == 1, "big.test/0, admitted before"
     assert describe([stats]) == (
-        "8 refused: max_urls_per_host 7 (big.test 7), max_depth 1 (deep.test 1)"
+        "10 refused: max_urls_per_host 9 (big.test 9), max_depth 1 (deep.test 1)"
     )
 
 
