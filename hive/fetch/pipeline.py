@@ -21,7 +21,10 @@ within ``byte_cap(fetch.max_decoded_bytes)`` decoded bytes; a body cut at
 gzipped at a few MB) is read up to the cut and ends ``sitemap_truncated``, its
 entries before the cut taken. A child sitemap of an index is followed within
 ``sitemaps.max_index_depth`` and the sitemaps.org location rule (else refused,
-``sitemap_depth`` or the rule's reason). A listed page within the rule is
+``sitemap_depth`` or the rule's reason); past ``sitemaps.max_files_per_host``
+children of one file, the rest are counted (``max_sitemaps_per_host``, the
+frontier's reason when a host has its files) and dropped, no record each: a
+file's children cost at most that many records. A listed page within the rule is
 handed on at ``sitemap_level`` (its ``hint``); one outside it (another origin,
 or above the sitemap's directory) is handed on as ``listed``, and its owner
 decides at lease time (``screen``), when its origin's robots.txt is known:
@@ -161,6 +164,9 @@ class Fetched(Outcome):
     rules: RobotsRules | None = None
     reason: str = ""  # why a lease was refused unfetched (the crawl log's reason)
     listed: int = 0  # URLs a sitemap or feed listed (before scope and the recent links)
+    # Child sitemaps an index listed past sitemaps.max_files_per_host (same origin as the
+    # index, which the location rule asks): counted as refused, no record each.
+    capped: int = 0
 
 
 # What ``screen`` says of a lease: fetch it, give it back (its origin's rules are lost),
@@ -540,15 +546,20 @@ class Pipeline:
             fetched.kind, note = truncated, f"cut at {reader.truncated or note or 'a limit'}"
         fetched.message = f"{reader.kind or 'unknown'}: {fetched.listed} listed" + (
             f"; {note}" if note else "")
+        if fetched.capped:
+            fetched.message += (f"; {fetched.capped} child sitemaps past "
+                                f"sitemaps.max_files_per_host dropped")
 
     def _sitemap_entries(
         self, fetched: Fetched, reader: SitemapReader, body: bytes, now: float
     ) -> None:
-        """Child sitemaps within depth and the location rule; pages by the rule: within it
-        at their sitemap level, outside it ``listed`` for their owner to vouch for."""
+        """Child sitemaps within depth and the location rule, at most
+        ``sitemaps.max_files_per_host`` of them (their host fetches no more files: the
+        rest are counted in ``capped``, no record each); pages by the rule: within it at
+        their sitemap level, outside it ``listed`` for their owner to vouch for."""
         url, sm = fetched.lease.record.url, self.cfg.sitemaps
         path = extend_path(fetched.lease.record.path, HOP_LINK)
-        levels = self.cfg.frontier.levels
+        levels, children = self.cfg.frontier.levels, 0
         for entry in reader.read(body):
             fetched.listed += 1
             if isinstance(entry, ChildSitemap):
@@ -557,8 +568,12 @@ class Pipeline:
                 if reason is not None:
                     fetched.refused_links[reason] += 1
                     fetched.refused.append((reason, entry.loc, entry.depth))
-                    continue
-                self._follow(fetched, [entry.loc], entry.depth, 0, path, SITEMAP, SITEMAP_HINT)
+                elif children >= sm.max_files_per_host:
+                    fetched.capped += 1
+                else:
+                    children += 1
+                    self._follow(fetched, [entry.loc], entry.depth, 0, path, SITEMAP,
+                                 SITEMAP_HINT)
                 continue
             kind = PAGE_RECORD if scope_refusal(entry.loc, url) is None else LISTED
             self._follow(fetched, [entry.loc], reader.depth + 1, 0, path, kind,

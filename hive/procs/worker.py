@@ -290,6 +290,10 @@ class Worker:
                 self.counts[f"links/refused/{reason}"] += n
             if fetched.refused:
                 self._refused_links(fetched, now)
+            if fetched.capped:  # the sitemap's crawl-log line says how many
+                self.counts["links/refused/max_sitemaps_per_host"] += fetched.capped
+                self.frontier.refusals.count("max_sitemaps_per_host",
+                                             fetched.lease.record.host_key, fetched.capped)
             self.counts["links/found"] += len(fetched.links) - fetched.embeds
             if fetched.embeds:
                 self.counts["embeds/found"] += fetched.embeds

@@ -31,6 +31,11 @@ with no links) and a robots.txt that allows all and names its sitemaps::
     fresh        /sitemap.xml lists /fresh/<i>.html with a lastmod and nothing else:
                  the first half from 2001 (stale), the second half an hour before
                  the server's clock (``clock``, the one input beyond names and port)
+    fanout       /sitemap_index.xml lists FANOUT child indexes /fan/<i>.xml, each
+                 listing FANOUT more, /fan/<i>/<j>.xml (a urlset of one page,
+                 /fan/<i>/<j>.html): millions of files, of which a crawler may
+                 fetch its per-host cap (``fanout_files`` tells which it will);
+                 fanout-1 to fanout-3 are three more such hosts
 
 So a crawler that ranks a recent ``lastmod`` up fetches ``fresh``'s second
 half first, against the order of the file.
@@ -48,12 +53,14 @@ from dataclasses import dataclass
 MAX_URLS = 50_000
 
 KINDS = ("orphans", "index", "text", "broken", "oversize", "cross", "cross-named",
-         "cross-unnamed", "feeds", "fresh", "feedlink", "sniffed", "lister", "victim")
+         "cross-unnamed", "feeds", "fresh", "feedlink", "sniffed", "lister", "victim",
+         "fanout", "fanout-1", "fanout-2", "fanout-3")
 ORPHANS = 20
 FRESH = 20  # pages the fresh host's sitemap lists, half of them stale
 STALE_LASTMOD = "2001-01-01"
 FRESH_AGE = 3600.0  # seconds before the server's clock the fresh half was modified
 BROKEN_AFTER = 5
+FANOUT = MAX_URLS  # children of each index on the fanout host
 POSTS = 4
 ITEMS = 3  # what the feedlink and sniffed hosts' feeds and sitemap list each
 SECRETS = 100  # victim's pages, linked from its / and listed by lister's sitemap
@@ -138,7 +145,7 @@ class SitemapWeb:
             "text": ["/sitemap.txt"], "broken": ["/sitemap.xml"],
             "oversize": ["/sitemap.xml"], "cross": ["/sitemap.xml"],
             "fresh": ["/sitemap.xml"], "lister": ["/sitemap.xml"],
-        }.get(kind, [])
+        }.get(kind, ["/sitemap_index.xml"] if kind.startswith("fanout") else [])
         named = [self.url(kind, path) for path in paths]
         return [self.url("cross", "/sitemap.xml")] if kind == "cross-named" else named
 
@@ -174,6 +181,12 @@ class SitemapWeb:
     def fresh(self) -> list[str]:
         """The fresh host's pages whose lastmod is recent (the second half of its list)."""
         return self.listed("fresh")[FRESH // 2:]
+
+    def fanout_files(self, cap: int, kind: str = "fanout") -> list[str]:
+        """The files of a fanout host a crawler that fetches at most ``cap`` sitemap files
+        a host, in the order they are listed, fetches: the index, then its first children."""
+        return [self.url(kind, "/sitemap_index.xml")] + [
+            self.url(kind, f"/fan/{i}.xml") for i in range(min(cap, FANOUT + 1) - 1)]
 
     def refused_paths(self) -> list[str]:
         """Pages the index host's subdirectory child lists outside its directory."""
@@ -223,6 +236,8 @@ class SitemapWeb:
             return Document(200, XML, _urlset(listed[ITEMS:]))
         if kind == "lister" and path == "/sitemap.xml":
             return Document(200, XML, _urlset(listed))
+        if kind.startswith("fanout"):
+            return self._fanout_file(kind, path)
         if kind == "fresh" and path == "/sitemap.xml":
             recent = time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                    time.gmtime(self.clock() - FRESH_AGE))
@@ -247,6 +262,22 @@ class SitemapWeb:
         }
         found = files.get(path)
         return None if found is None else Document(200, *found)
+
+
+    def _fanout_file(self, kind: str, path: str) -> Document | None:
+        if path == "/sitemap_index.xml":
+            return Document(200, XML, _index(
+                [self.url(kind, f"/fan/{i}.xml") for i in range(FANOUT)]))
+        parts = path.removeprefix("/fan/").removesuffix(".xml").split("/")
+        if not path.startswith("/fan/") or not path.endswith(".xml") or not all(
+                p.isdigit() and int(p) < FANOUT for p in parts):
+            return None
+        if len(parts) == 1:
+            return Document(200, XML, _index(
+                [self.url(kind, f"/fan/{parts[0]}/{j}.xml") for j in range(FANOUT)]))
+        if len(parts) == 2:
+            return Document(200, XML, _urlset([self.url(kind, path[:-4] + ".html")]))
+        return None
 
 
 def _feed(path: str, posts: list[str]) -> Document | None:

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from hive.core.record import SITEMAP, UrlRecord
+from hive.frontier.verify import verify_store
 from hive.procs.worker import Worker
 from hive.testweb import Web
 from hive.testweb.requestlog import as_received, politeness_violations, received
 from hive.testweb.server import WebServer, serve
-from hive.testweb.sitemaps import MAX_URLS, SitemapWeb
+from hive.testweb.sitemaps import FANOUT, MAX_URLS, SitemapWeb
 from tests.conftest import WEB_ADDRESS, crawl_config
 
 MIN_DELAY = 0.05
@@ -181,7 +182,11 @@ def test_robots_default_mode_guesses_sitemap_xml_and_files_per_host_are_capped(
     assert (sm.host("cross-unnamed"), "/sitemap.xml") in paths
     index_files = [p for h, p in paths if h == sm.host("index") and "sitemap" in p]
     assert len(index_files) == 2
-    assert stats["frontier/refused/max_sitemaps_per_host"] >= 1
+    # The index lists 4 children: 2 handed on (1 admitted, 1 over the host's 2 files),
+    # the other 2 dropped by the pipeline; each counted, none recorded.
+    assert stats["refusals/max_sitemaps_per_host"] == 3
+    assert stats["frontier/capped/max_sitemaps_per_host"] == 1
+    assert stats["links/refused/max_sitemaps_per_host"] == 2
 
 
 def test_a_feed_or_sitemap_found_as_a_link_is_read_as_one(
@@ -213,3 +218,36 @@ def test_a_feed_or_sitemap_found_as_a_link_is_read_as_one(
     assert stats["feeds/fetched"] == 2 and stats["feeds/urls"] == 6
     assert stats["sitemaps/fetched"] == 1 and stats["sitemaps/urls"] == 3
     assert stats["frontier/upgraded"] == 1 and stats["frontier/superseded"] == 1
+
+
+
+def test_a_fan_out_sitemap_index_costs_its_files_not_a_record_per_child(
+    sitemap_web: WebServer, tmp_path: Path
+) -> None:
+    """Issue 27, break 3: an index of 50,000 child indexes, each listing 50,000 more. The
+    host's files stop at sitemaps.max_files_per_host (20: the index and its first 19
+    children), and every child listed past that, 999,981 of them, is counted as refused
+    and never recorded: the store holds the 20 files' states, not a refused state each."""
+    sm = sitemap_web.sitemaps
+    assert sm is not None
+    sitemap_web.reset()
+    cap = 20
+    cfg = _config(sitemap_web, sitemaps={"max_files_per_host": cap, "max_index_depth": 2},
+                  fetch={"max_body_bytes": 10 << 20, "max_decoded_bytes": 20 << 20})
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)  # type: ignore[arg-type]
+    try:
+        worker.add(["sitemap:" + sm.url("fanout", "/sitemap_index.xml")], time.time())
+        assert worker.run_until_idle(timeout=120)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    got = [r.url for r in sitemap_web.requests
+           if r.hostname == sm.host("fanout") and r.path != "/robots.txt"]
+    assert sorted(got) == sorted(sm.fanout_files(cap)), "each of the first 20 files once"
+    past = cap * FANOUT - (cap - 1)
+    assert stats["refusals/max_sitemaps_per_host"] == past
+    assert (stats["links/refused/max_sitemaps_per_host"]
+            + stats["frontier/capped/max_sitemaps_per_host"]) == past
+    report = verify_store(tmp_path / "store")
+    assert report.ok, report.summary()
+    assert report.counts["urls"] == cap and report.counts["urls/refused"] == 0
