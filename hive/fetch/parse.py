@@ -264,8 +264,8 @@ def _raw_links(
     feeds: dict[str, None],
 ) -> Iterator[tuple[str, bool]]:
     """(raw URL, marked rel=nofollow) of each link element, by kind of element; a ``link``
-    element that names a requisite goes to embeds instead, when given, and the raw URLs
-    of feeds go into ``feeds``."""
+    element that names a requisite is left to the embeds when they are asked for, and
+    the raw URLs of feeds go into ``feeds``."""
     for tag in ("a", "area"):
         for node in tree.tags(tag):
             attrs = node.attributes
@@ -286,11 +286,8 @@ def _raw_links(
         attrs = node.attributes
         href = attrs.get("href")
         rels = _tokens(attrs.get("rel"))
-        if embeds is not None and href:
-            kind = link_embed_kind(rels)
-            if kind is not None:
-                embeds.add(href, kind)
-                continue
+        if embeds is not None and href and link_embed_kind(rels) is not None:
+            continue  # an embed, which raw_embeds took in document order
         if not href or not rels & PAGE_RELS or rels & RESOURCE_RELS:
             continue
         media = (attrs.get("type") or "").strip().lower()
@@ -342,7 +339,7 @@ def extract_links(
                         truncated = True
                         break
                     redirects[target] = None
-        if embeds is not None and len(embeds.found) < embeds.max_embeds:
+        if embeds is not None and embeds.open:
             raw_embeds(tree, embeds)
         found: Iterable[tuple[str, bool]] = (
             () if truncated else _raw_links(tree, honour_nofollow, embeds, feeds)
