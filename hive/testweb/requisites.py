@@ -17,7 +17,21 @@ does (:func:`page_head`, :func:`page_body`), some of it on the host itself under
 so a page reaches its font in three embed hops (page, site.css, theme.css). The
 logo's bytes are the same on every host (one payload under many URLs), and each
 image is a valid PNG a browser draws. :func:`requisite_paths` lists what a crawl
-of the pages must fetch, :data:`FORBIDDEN` what it must never request.
+of the pages must fetch (of a srcset, the 1x candidate a browser at 1x loads, not
+the 2x one), :data:`FORBIDDEN` what it must never request.
+
+The static host also serves a crowded page, ``/cdn/gallery.html`` (:func:`gallery`),
+which no page links to: two stylesheets in its head, then a body of one image whose
+srcset has ``SRCSET`` width candidates (``/cdn/g/w/<n>.png <n>w``, n = 1 to SRCSET)
+and ``GALLERY_IMAGES`` images (``/cdn/g/i/<k>.png``), a script last::
+
+    g/a.css      @import url(chain-1.css); url(bg.png)
+    chain-<k>    @import "chain-<k+1>.css", up to chain-CHAIN.css (which imports none)
+    g/loop-a.css @import "loop-b.css";   loop-b.css @import "loop-a.css"  (a loop)
+
+so a budget of embeds smaller than the page shows whether stylesheets and scripts
+come before images, which srcset candidate is taken, how far an import chain is
+followed and that a loop of imports ends.
 """
 
 from __future__ import annotations
@@ -40,6 +54,10 @@ STATIC_PATHS = ("/cdn/common.css", "/cdn/sprite.png", "/cdn/app.js", "/cdn/hive.
 FONT = "/cdn/hive.woff2"
 
 _CSS = "text/css; charset=utf-8"
+GALLERY = "/cdn/gallery.html"
+SRCSET = 5000
+GALLERY_IMAGES = 60
+CHAIN = 5
 
 
 def _png(rgb: tuple[int, int, int], size: int = 8) -> bytes:
@@ -79,7 +97,48 @@ def _assets(static: str) -> dict[str, tuple[str, bytes]]:
 
 def asset(path: str, static: str) -> tuple[str, bytes] | None:
     """(content type, body) of a requisite path, or None if there is none there."""
-    return _assets(static).get(path)
+    found = _assets(static).get(path)
+    if found is None and path.startswith("/cdn/g"):
+        return _gallery_asset(path)
+    return found
+
+
+@functools.cache
+def gallery() -> bytes:
+    """The crowded page (see the module docstring)."""
+    srcset = ", ".join(f"/cdn/g/w/{n}.png {n}w" for n in range(1, SRCSET + 1))
+    images = "".join(f'<img src="/cdn/g/i/{k}.png" alt="">\n' for k in range(GALLERY_IMAGES))
+    return (
+        '<!doctype html>\n<html><head><meta charset="utf-8"><title>gallery</title>'
+        '<link rel="stylesheet" href="/cdn/g/a.css">'
+        '<link rel="stylesheet" href="/cdn/g/loop-a.css"></head>\n'
+        f'<body><img src="/cdn/g/hero.png" srcset="{srcset}" alt="hero">\n{images}'
+        '<script src="/cdn/g/app.js"></script></body></html>\n'
+    ).encode()
+
+
+def _gallery_asset(path: str) -> tuple[str, bytes] | None:
+    sheets = {
+        "/cdn/g/a.css": "@import url(chain-1.css);\nbody { background: url(bg.png); }\n",
+        "/cdn/g/loop-a.css": '@import "loop-b.css";\n',
+        "/cdn/g/loop-b.css": '@import "loop-a.css";\n',
+    }
+    sheets |= {f"/cdn/g/chain-{k}.css": f'@import "chain-{k + 1}.css";\n' for k in range(1, CHAIN)}
+    sheets[f"/cdn/g/chain-{CHAIN}.css"] = "h1 { color: teal; }\n"
+    if path == GALLERY:
+        return "text/html; charset=utf-8", gallery()
+    if path in sheets:
+        return _CSS, sheets[path].encode()
+    if path == "/cdn/g/app.js":
+        return "text/javascript", b"document.title += ' (scripted)';\n"
+    if path in ("/cdn/g/hero.png", "/cdn/g/bg.png"):
+        return "image/png", _png((90, 90, 90))
+    for folder, count in (("/cdn/g/i/", GALLERY_IMAGES), ("/cdn/g/w/", SRCSET)):
+        number = path.removeprefix(folder).removesuffix(".png")
+        if path.startswith(folder) and path.endswith(".png") and number.isdigit() and (
+                0 <= int(number) - (folder == "/cdn/g/w/") < count):
+            return "image/png", _png((int(number) % 256, 100, 100))
+    return None
 
 
 def photo(page: int) -> int:
@@ -113,5 +172,5 @@ def requisite_paths(pages: int) -> tuple[list[str], list[str]]:
     photos = sorted({photo(page) for page in range(pages)})
     host = list(HOST_PATHS)
     for k in photos:
-        host += [f"/static/photo-{k}.png", f"/static/photo-{k}@2x.png"]
+        host.append(f"/static/photo-{k}.png")  # of its srcset, the 1x candidate: the same
     return host, list(STATIC_PATHS)

@@ -13,7 +13,7 @@ import pytest
 
 from hive.procs.worker import Worker
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations, received
-from hive.testweb.requisites import FONT, STATIC_PATHS
+from hive.testweb.requisites import CHAIN, FONT, GALLERY, GALLERY_IMAGES, STATIC_PATHS
 from tests.conftest import WEB_ADDRESS, crawl_config
 
 GAP = 0.1
@@ -60,6 +60,7 @@ def test_every_requisite_is_fetched_once_past_max_depth(
     assert pages == set(site.seeds())
     assert duplicates(default_crawl["requests"]) == {}
     assert default_crawl["stats"]["embeds/found"] >= len(expected)
+    assert not [url for url in got if url.endswith("@2x.png")], "of a srcset, the 1x image"
 
 
 def test_embeds_are_fetched_politely_under_robots(
@@ -109,3 +110,33 @@ def test_embeds_off_scope_obey_scope_embeds(site: WebProcess, tmp_path: Path) ->
     assert static - got == {site.url(site.web.static, FONT)}
     home = site.seeds()[0]
     assert home + "static/bg.png" in got and home + "static/h1.png" not in got
+
+
+def test_a_crowded_page_keeps_its_stylesheets_one_srcset_candidate_and_its_imports(
+    site: WebProcess, tmp_path: Path
+) -> None:
+    """Issue 27, break 4, at the server: the gallery's head has two stylesheets, its body
+    one image with a 5,000-candidate srcset, 60 images and a script last. With a budget
+    of 20 embeds, the crawl used to request the first 20 found (the image and 19 srcset
+    candidates, no stylesheet). Now: both stylesheets and the script, of the srcset the
+    1280w candidate (1x in a 1280-pixel window), the image's src and the first 15
+    images; each stylesheet's imports within max_embed_hops (4: the chain stops after
+    chain-3), the loop of imports each fetched once."""
+    cfg = crawl_config(site, politeness={"min_delay": 0.02}, frontier={"max_depth": 0},
+                       parse={"max_embeds_per_page": 20}, scope={"max_embed_hops": 4})
+    before = len(site.requests)
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)
+    try:
+        worker.add([site.url(site.web.static, GALLERY)], time.time())
+        assert worker.run_until_idle(timeout=40)
+    finally:
+        worker.close()
+    requests = [r for r in site.requests[before:] if r.path != "/robots.txt"]
+    assert duplicates(requests) == {}
+    g = "/cdn/g/"
+    kept = (["a.css", "loop-a.css", "app.js", "hero.png", "w/1280.png"]
+            + [f"i/{k}.png" for k in range(15)])
+    imports = ["chain-1.css", "bg.png", "chain-2.css", "chain-3.css", "loop-b.css"]
+    assert sorted(r.path for r in requests) == sorted(
+        [GALLERY] + [g + path for path in kept + imports])
+    assert GALLERY_IMAGES > 15 and CHAIN > 3, "the page holds more than the budget"

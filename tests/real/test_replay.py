@@ -47,7 +47,8 @@ OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class Requisites(HTMLParser):
-    """The requisites an HTML page names: src, srcset, stylesheets and icons."""
+    """The requisites an HTML page names: src, the 1x candidate of a srcset, stylesheets
+    and icons."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -58,8 +59,9 @@ class Requisites(HTMLParser):
         if tag in ("img", "script", "source") and values.get("src"):
             self.urls.append(values["src"])
         for candidate in values.get("srcset", "").split(","):
-            if candidate.strip():
-                self.urls.append(candidate.split()[0])
+            parts = candidate.split()
+            if parts and parts[1:] in ([], ["1x"]):  # what a browser at 1x loads of a srcset
+                self.urls.append(parts[0])
         if tag == "link" and {"stylesheet", "icon"} & set(values.get("rel", "").split()):
             self.urls.append(values["href"])
 
