@@ -251,3 +251,29 @@ def test_a_fan_out_sitemap_index_costs_its_files_not_a_record_per_child(
     report = verify_store(tmp_path / "store")
     assert report.ok, report.summary()
     assert report.counts["urls"] == cap and report.counts["urls/refused"] == 0
+
+
+def test_listed_pages_past_the_hosts_cap_are_counted_not_recorded(
+    sitemap_web: WebServer, tmp_path: Path
+) -> None:
+    """The 50,001-URL sitemap on a host capped at 5 URLs: 5 pages fetched, the other
+    49,995 listed (to the protocol's limit) counted as refused, no state stored for them."""
+    sm = sitemap_web.sitemaps
+    assert sm is not None
+    sitemap_web.reset()
+    cfg = _config(sitemap_web, frontier={"max_urls_per_host": 5},
+                  fetch={"max_body_bytes": 8 << 20, "max_decoded_bytes": 16 << 20})
+    worker = Worker(cfg, tmp_path / "store", log_dir=tmp_path)  # type: ignore[arg-type]
+    try:
+        worker.add(["sitemap:" + sm.url("oversize", "/sitemap.xml")], time.time())
+        assert worker.run_until_idle(timeout=60)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    pages = [r for r in sitemap_web.requests
+             if r.hostname == sm.host("oversize") and r.path.startswith("/o/")]
+    assert len({r.path for r in pages}) == 5
+    assert stats["refusals/max_urls_per_host"] == MAX_URLS - 5
+    report = verify_store(tmp_path / "store")
+    assert report.ok, report.summary()
+    assert report.counts["urls"] == 1 + 5 and report.counts["urls/refused"] == 0
