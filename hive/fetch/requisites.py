@@ -42,6 +42,7 @@ the page's base as it does links. Policy:
 from __future__ import annotations
 
 import codecs
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -192,13 +193,14 @@ def density(descriptor: str, viewport: int = VIEWPORT_WIDTH) -> float | None:
     viewport's, the default of ``sizes``), none is 1.0; None if it is not one of these."""
     if not descriptor:
         return 1.0
-    number, unit = descriptor.split()[0][:-1], descriptor.split()[0][-1:].lower()
+    token = descriptor.split()[0]
     try:
-        value = float(number)
+        value = float(token[:-1])
     except ValueError:
         return None
-    if not value > 0 or value == float("inf"):
+    if not (value > 0 and math.isfinite(value)):
         return None
+    unit = token[-1].lower()
     if unit == "x":
         return value
     return value / viewport if unit == "w" else None
