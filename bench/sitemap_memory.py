@@ -15,14 +15,23 @@ tracemalloc on, once off, since tracing costs memory of its own):
   50,000 ``UrlRecord`` s handed on in ``Fetched.links`` (the frontier thread
   admits them in one call), and the recent-links cache they pass through.
 
-For each: the tracemalloc peak (Python allocations made during the case), the
+* ``fanout N``: a whole worker (``Worker``, its fetch threads and its store) crawling
+  N fan-out hosts of the test web (hive.testweb.sitemaps: an index of 50,000
+  child indexes, each listing 50,000 more) for at most ``--seconds`` (120, as
+  issue 27 measured it; the test web serves from a process of its own): the peak
+  ``RssAnon`` of the worker's process (sampled every 50 ms; and before the crawl,
+  the worker built), the size of its store's
+  ``data.mdb`` and the URL states it holds, the files the server served and the
+  refusals counted.
+
+For the first four: the tracemalloc peak (Python allocations made during the case), the
 RSS growth (``VmHWM`` after the case minus ``VmRSS`` before it, the high-water
 mark reset through ``/proc/self/clear_refs`` first; Linux), and for the
 pipeline what it still holds when ``run`` returns (``Fetched`` with its
 records, the recent-links cache) and, of that, the records alone. Run by hand
 from the repository root:
 
-    python bench/sitemap_memory.py
+    python bench/sitemap_memory.py [--seconds 120] [--skip-files]
 """
 
 from __future__ import annotations
@@ -48,12 +57,17 @@ from hive.core.record import SITEMAP, UrlRecord
 from hive.core.urls import host_hash
 from hive.fetch.pipeline import Pipeline
 from hive.fetch.sitemaps import MAX_URLS, SitemapReader
+from hive.frontier.verify import verify_store
 from hive.outcome import Kind
+from hive.procs.worker import Worker
+from hive.testweb import Web, WebProcess
 
 ADDRESS = "127.0.0.2"
 HOST = "sm.bench.test"
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 CASES = ("reader plain", "reader gzip", "pipeline plain", "pipeline gzip")
+FANOUT_CASES = ("fanout 1", "fanout 4")
+FANOUT_HOSTS = ("fanout", "fanout-1", "fanout-2", "fanout-3")
 FILES = {"plain": "sitemap.xml", "gzip": "sitemap.xml.gz"}
 MIB = 1 << 20
 
@@ -140,8 +154,63 @@ def pipeline_case(port: int, name: str, work: Path) -> Callable[[], dict[str, fl
     return run
 
 
+def rss_anon() -> int:
+    """RssAnon of this process, in bytes (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def fanout_case(args: argparse.Namespace) -> dict[str, float]:
+    """A worker crawling ``hosts`` fan-out hosts for at most ``args.seconds``."""
+    hosts = int(args.case.split()[1])
+    work = Path(args.work)
+    with WebProcess(Web(seed=1, hosts=1, pages=1, hostile=False), work / "requests.jsonl",
+                    ADDRESS, sitemaps=True) as web:
+        sm = web.sitemaps
+        assert sm is not None
+        cfg = config.load(environ={}).replace(
+            dns={"resolve": [web.resolve], "allow_nets": [f"{ADDRESS}/32"]},
+            politeness={"min_delay": 0.02, "max_delay": 0.2})
+        worker = Worker(cfg, work / "store", log_dir=work / "logs")
+        base = peak = rss_anon()
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.wait(0.05):
+                peak = max(peak, rss_anon())
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.monotonic()
+        try:
+            worker.add([f"sitemap:{sm.url(kind, '/sitemap_index.xml')}"
+                        for kind in FANOUT_HOSTS[:hosts]], time.time())
+            finished = worker.run_until_idle(timeout=args.seconds)
+            stats = worker.stats()
+        finally:
+            worker.close()
+            done.set()
+            sampler.join()
+        elapsed = time.monotonic() - started
+        files = sum(1 for r in web.requests if r.path != "/robots.txt")
+    report = verify_store(work / "store")
+    return {
+        "hosts": hosts, "finished": finished, "seconds": elapsed, "files": files,
+        "refusals": stats.get("refusals/max_sitemaps_per_host", 0), "rss_anon_base": base,
+        "rss_anon_peak": peak,
+        "store": (work / "store" / "data.mdb").stat().st_size,
+        "urls": report.counts.get("urls", 0),
+    }
+
+
 def child(args: argparse.Namespace) -> None:
     """One case in this fresh process: print its figures as JSON."""
+    if args.case.startswith("fanout"):
+        print(json.dumps(fanout_case(args)))
+        return
     work = Path(args.work)
     kind, variant = args.case.split()
     out: dict[str, float] = {}
@@ -174,10 +243,39 @@ def main() -> None:
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=120.0,
+                        help="how long a fan-out crawl may run")
+    parser.add_argument("--skip-files", action="store_true",
+                        help="measure the fan-out crawls only")
     args = parser.parse_args()
     if args.case:
         child(args)
         return
+    if not args.skip_files:
+        files_table()
+    fanout_table(args.seconds)
+
+
+def fanout_table(seconds: float) -> None:
+    """The fan-out crawls, each in a fresh process with a work directory of its own."""
+    print(f"\n{'case':9} {'done':>5} {'seconds':>8} {'files':>6} {'refusals':>10} "
+          f"{'RssAnon idle':>13} {'peak':>10} {'data.mdb':>10} {'URL states':>11}")
+    for name in FANOUT_CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = subprocess.run(
+                [sys.executable, __file__, "--case", name, "--work", tmp,
+                 "--seconds", str(seconds)], capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise SystemExit(f"{name}: {result.stderr}")
+            f = json.loads(result.stdout.splitlines()[-1])
+        print(f"{name:9} {'yes' if f['finished'] else 'no':>5} {f['seconds']:8.1f} "
+              f"{f['files']:6,} {f['refusals']:10,} {f['rss_anon_base'] / MIB:9.1f} MiB "
+              f"{f['rss_anon_peak'] / MIB:6.1f} MiB "
+              f"{f['store'] / MIB:6.1f} MiB {f['urls']:11,}")
+
+
+def files_table() -> None:
+    """The one-file cases: the reader and the pipeline over a full sitemap."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         www = work / "www"
