@@ -178,7 +178,7 @@ def test_a_foreign_listing_does_not_spend_a_hosts_budget(
     via = "http://lister.test/sitemap.xml"
     junk = [kind(f"http://victim.test/junk{i}", LISTED, via=via) for i in range(2 * budget)]
     assert f.admit(junk, 0.0) == budget
-    assert f.stats()["frontier/refused/max_urls_per_host"] == budget
+    assert f.stats()["frontier/capped/max_urls_per_host"] == budget  # counted, not stored
     f = settle(o, f, reopen)
     links = [rec(f"http://victim.test/page{i}") for i in range(budget)]
     assert f.admit(links, 0.0) == budget
