@@ -153,9 +153,13 @@ class WorkerProcess:
     def _admit_seeds(self, message: wire.Admit, now: float) -> None:
         """Admit the supervisor's part of a batch of seeds, counting what became of them."""
         counts = self.worker.frontier.counts
-        seen = counts.get("frontier/duplicates", 0)
+
+        def known() -> int:  # already admitted: a duplicate, or a stronger find of a pending URL
+            return counts.get("frontier/duplicates", 0) + counts.get("frontier/upgraded", 0)
+
+        seen = known()
         new = self.worker.admit(list(message.records), now)
-        seen = counts.get("frontier/duplicates", 0) - seen
+        seen = known() - seen
         if f"add/{message.seq}/new" not in self.answers:
             self._answer(f"add/{message.seq}/new", new, now)
             self._answer(f"add/{message.seq}/seen", seen, now)

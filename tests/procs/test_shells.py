@@ -186,6 +186,30 @@ def test_the_splitter_routes_batches_only(
 # -- the worker process ------------------------------------------------------------------
 
 
+def test_a_seed_already_pending_as_a_link_is_answered_as_seen(
+        tmp_path: Path, endpoints: Endpoints, peers: Peers) -> None:
+    """``hive add`` of a URL a link brought in first: the seed becomes its live entry (a
+    stronger discovery) and the owner answers it as already seen, neither new nor refused."""
+    cfg = config.load(environ={}).replace(fetch={"threads": 1})
+    role = WorkerProcess(cfg, tmp_path / "data", 0, endpoints, Ring(1))
+    role.open()
+    try:
+        url = "http://a.test/deep/page.html"
+        role.worker.admit([UrlRecord(url, "a.test", 3)], time.time())
+        role.worker.frontier.commit(time.time())
+        peers.pull(endpoints.supervisor)
+        sender = peers.push(endpoints.worker(0))
+        sender.send_multipart(wire.encode_admit(
+            wire.SUPERVISOR_ORIGIN, 5, 0, 1, [UrlRecord(url, "a.test", 0, hint=1)]))
+        turn_until(role, lambda: "add/5/new" in role.answers)
+        assert role.worker.frontier.counts.get("frontier/upgraded") == 1
+        assert {k: v for k, (v, _) in role.answers.items()} == {
+            "add/5/new": 0, "add/5/seen": 1, "add/5/refused": 0}
+    finally:
+        role.stopping = True
+        role.close()
+
+
 def test_a_worker_routes_its_links_to_their_owners_and_they_ack_it_directly(
         tmp_path: Path, endpoints: Endpoints, peers: Peers) -> None:
     """No splitter between workers: a batch of worker 0's outbox is cut by owner and each
