@@ -461,18 +461,29 @@ class Worker:
             self.wait(self.loop_once(time.time()))
         self.frontier.commit(time.time())
 
-    def close(self) -> None:
+    def close(self, join_timeout: float = 5.0) -> None:
+        """Stop the threads and close the frontier, the crawl log and the pipeline. A fetch
+        thread still busy after ``join_timeout`` (a fetch past every timeout, a huge parse)
+        is left to end with the process: its result is dropped (its URL stays pending, to
+        be fetched at the next start), and the wake pipe it may still write to stays open,
+        so its descriptor can never be reused under it by a file opened later."""
         self._closing.set()
         for _ in self._threads:
             self._jobs.put(None)
         self._prefetch.put(None)
+        deadline = time.monotonic() + join_timeout
         for thread in self._threads:
-            thread.join(timeout=5)
+            thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+        busy = sum(thread.is_alive() for thread in self._threads)
+        if busy:
+            log.warning("%d fetch threads still busy at close; their results are dropped and "
+                        "their URLs stay pending", busy)
         self.frontier.close(time.time())
         self.crawl_log.close()
         self.pipeline.close()
-        os.close(self.wake_fd)
-        os.close(self._wake_w)
+        if not busy:
+            os.close(self.wake_fd)
+            os.close(self._wake_w)
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.frontier.stats())
@@ -493,6 +504,8 @@ class Worker:
 
     def _fetch_loop(self) -> None:
         while (job := self._jobs.get()) is not None:
+            if self._closing.is_set():
+                continue  # queued after a close began: its URL stays pending in the store
             lease, stale = job
             started = time.time()
             try:
@@ -506,6 +519,6 @@ class Worker:
                     message=f"{type(exc).__name__}: {exc}",
                 )
             self._results.put(fetched)
-            if self._jobs.qsize() < self._low_water:
+            if self._jobs.qsize() < self._low_water and not self._closing.is_set():
                 with contextlib.suppress(BlockingIOError):
                     os.write(self._wake_w, b"x")

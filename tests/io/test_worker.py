@@ -21,8 +21,9 @@ from hive import config
 from hive.core.lease import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_hash
-from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES
+from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES, Fetched
 from hive.fetch.robots import RobotsRules
+from hive.outcome import Kind
 from hive.procs.worker import Worker
 from hive.testweb import (
     WebProcess,
@@ -661,3 +662,34 @@ def test_unreadable_rules_while_fresh_mean_robots_txt_again_before_any_page(
     after = sorted((r for r in web_server.requests if r.hostname == host and r.start > damaged_at),
                    key=lambda r: r.start)
     assert [r.path for r in after] == ["/robots.txt", page.split(key, 1)[1]]
+
+
+def test_a_fetch_thread_busy_past_close_writes_to_no_closed_descriptor(
+        web_server: WebProcess, tmp_path: Path) -> None:
+    """A fetch still running when the worker closes (here: held until after close) ends
+    without touching a closed or reused descriptor; its URL stays pending in the store."""
+    cfg = crawl_config(web_server, fetch={"threads": 8})
+    worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    release, entered = threading.Event(), threading.Event()
+
+    def held(lease: Lease, stale: object, started: float) -> Fetched:
+        entered.set()
+        release.wait(30)
+        return Fetched(Kind.ERROR, lease=lease, started=started, finished=time.time())
+
+    worker.pipeline.run = held  # type: ignore[method-assign]
+    worker.admit([UrlRecord(web_server.seeds()[0], canonicalize(web_server.seeds()[0])
+                            .split("/")[2], 0)], time.time())
+    wait_for(lambda: worker.loop_once(time.time()) is not None and entered.is_set(), timeout=30)
+    worker.close(join_timeout=0.1)
+    # The idle threads have taken their stop and gone: the held one finds the job queue
+    # below its low-water mark, where a fetch thread wakes the frontier thread.
+    wait_for(lambda: sum(thread.is_alive() for thread in worker._threads) == 1, timeout=10)
+    release.set()
+    [thread.join(30) for thread in worker._threads]
+    assert not any(thread.is_alive() for thread in worker._threads)
+    reopened = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    try:
+        assert reopened.frontier.pending >= 1
+    finally:
+        reopened.close()
