@@ -82,6 +82,7 @@ mover.resize(Path(sys.argv[1]), CFG, 5, now=NOW, checkpoint=die)
 OK = Outcome("ok", 200)
 ROBOTS_OK = Outcome("robots_ok", 200, robots_until=1e9)
 SLOW = Outcome("http_503", 503, retry_after=300.0)
+BROKEN = Outcome("http_500", 500)
 
 
 def payload_entry(h: int) -> tuple[bytes, bytes]:
@@ -116,9 +117,10 @@ def drain(f: Frontier, now: float) -> list[Lease]:
 
 def build(data: Path, procs: int) -> None:
     """HOSTS hosts x PAGES URLs admitted to their owners under the ring of ``procs``, then
-    four turns crawled: URLs done, queued in back and in front; hosts bound, parked (a
-    long Retry-After) and, at the end, leased; refusals with no host record; robots
-    entries; outbox batches. Each store is then abandoned after its last commit (kill -9)."""
+    four turns crawled: URLs done, queued in back and in front, waiting for a retry (pages
+    answering 500); hosts bound, parked (a long Retry-After) and, at the end, leased;
+    refusals with no host record; robots entries; outbox batches. Each store is then
+    abandoned after its last commit (kill -9)."""
     owners = ring(procs)
     by_owner: dict[int, list[UrlRecord]] = {i: [] for i in range(procs)}
     for page in range(PAGES):
@@ -135,7 +137,9 @@ def build(data: Path, procs: int) -> None:
         for _ in range(4):
             for lease in drain(f, now):
                 slow = lease.record.host_key.startswith("h1")
-                outcome = ROBOTS_OK if lease.kind == ROBOTS else SLOW if slow else OK
+                broken = lease.record.host_key.startswith("h2")
+                outcome = (ROBOTS_OK if lease.kind == ROBOTS else SLOW if slow
+                           else BROKEN if broken else OK)
                 f.done(lease, outcome, now, now + 0.05)
                 if lease.kind == ROBOTS:
                     f.store.put("robots", lease.record.host_key.encode(), b"rules")
@@ -206,7 +210,7 @@ def snapshot(data: Path) -> Snapshot:
         dbs = read(data / f"worker-{i:02d}")
         for key, state in dbs["urls"]:
             assert snap.urls.setdefault(key, state) == state
-        for _, value in dbs["front"] + dbs["back"]:
+        for _, value in dbs["front"] + dbs["back"] + dbs["retries"]:
             record = UrlRecord.decode(value)
             snap.queued[url_key(host_hash(record.host_key), fingerprint(record.url))] += 1
         states = {key: HostState.decode(value) for key, value in dbs["hosts"]}

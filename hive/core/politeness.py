@@ -6,7 +6,7 @@ Mercator's rule, with the limits a crawler on other people's servers needs:
     delay = max(delay, min(crawl_delay, crawl_delay_cap))      robots.txt Crawl-delay
     delay = max(delay, min(retry_after, retry_after_cap))      a 429/503 Retry-After
     delay = max(delay, backoff(host failures))                 the host is struggling
-    delay = max(delay, backoff(retry))                         a URL is about to be retried
+    delay = max(delay, backoff(retry))                         its URL is retried next
     backoff(n) = min(backoff_base × 2^(n-1), backoff_max)
 
 and the host's next-allowed time is ``finished + delay``: the clock runs from
@@ -19,11 +19,15 @@ Two back-offs, kept apart so that one broken page cannot stall its host:
   connection, a timeout), which say the server is overloaded or down, whatever
   the URL. Any success resets it; a URL's own failure (a 500 or a 404 on one
   page) says nothing about the host's load and leaves it as it was.
-- **The URL's**: a URL that will be retried (``frontier.retry_outcomes``) stays
-  at the head of its host's queue and the host waits ``backoff(retry)`` before
-  its ``retry``-th retry. After the URL's last try the host goes on at its
-  ordinary delay: each broken page costs its host the sum of its own retries'
-  back-off, never more.
+- **The URL's**: a URL that will be retried (``frontier.retry_outcomes``)
+  waits ``backoff(retry)`` before its ``retry``-th retry. After its own failure
+  (a 500) it waits out of its host's queue (hive/frontier/retries.py) while
+  the host goes on with its other URLs at its ordinary delay: a broken page
+  costs its host its requests and nothing more, so a host with k broken pages
+  among n takes about n × delay plus the longest retry chain, not the sum of
+  the chains. After a host failure the host waits anyway: the URL stays at the
+  head of its host's queue, asked first when the host is, and the host waits
+  the longer of the two back-offs (``retry``).
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ class Politeness:
         """Seconds to wait after a response that took ``download_time`` to arrive.
 
         ``failures``: the host's consecutive host failures, this response's
-        included; ``retry``: which retry of this URL comes next (0: none).
+        included; ``retry``: which retry of this URL comes next, when the URL waits at
+        the head of its host's queue (after a host failure; 0: none).
         """
         wait = min(max(self.delay_factor * max(download_time, 0.0), self.min_delay), self.max_delay)
         if crawl_delay > 0:

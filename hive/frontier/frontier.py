@@ -13,12 +13,18 @@ and before it starts the fetch, so that a crash can never make a host whose
 fetch was in flight look uncontacted. On open, such hosts wait their full delay
 from the restart and their URLs are pending again.
 
-Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` leaves
-the URL at the head of its host's queue with ``attempts + 1`` until
-``max_retries``, the host waiting the URL's retry back-off; every other outcome
-is final. ``handoff_failed`` (a page whose links could not be handed on) is
-always retryable. The host's own back-off grows only with its consecutive host
-failures (hive/core/politeness.py says which and why). Robots leases (kind
+Retry policy: an outcome whose kind is in ``frontier.retry_outcomes`` is
+retried, with ``attempts + 1``, until ``max_retries``; every other outcome is
+final. A URL's own failure (a 500) sends it to wait out its back-off on disk
+(``retries``, hive/frontier/retries.py) while its host goes on with its
+other URLs at its ordinary delay; when due it takes its old place in its host's
+queue again. After a host failure (``politeness.host_failure_outcomes``: 429,
+503, connect, timeout) the host waits anyway, so the URL waits at the head of
+its queue and the host the longer of the two back-offs.
+``handoff_failed`` (a page whose links could not be handed on) is always
+retryable. The host's own back-off grows only with its consecutive host
+failures, the outcomes that speak of the server (hive/core/politeness.py says
+which and why). Robots leases (kind
 ``robots``, for the origin of the host's head URL: robots.txt is per scheme)
 take the outcomes ``robots_ok``, ``robots_stale``, ``robots_retry`` and
 ``robots_unreachable`` (see ``_robots_done``); any other (``refused_address``)
@@ -62,9 +68,11 @@ from hive.frontier.heap import ReadyHeap
 from hive.frontier.hosts import HostState
 from hive.frontier.priority import Prioritizer, load_prioritizer
 from hive.frontier.refusals import Refusals
+from hive.frontier.retries import Retries
 from hive.frontier.seen import SeenSet, stronger
 from hive.outcome import Kind, Outcome, parse_kinds
 from hive.storage.schema import (
+    HOST_LEVEL_SEQ,
     META_REFUSALS,
     REFUSED,
     U64,
@@ -141,6 +149,7 @@ class Frontier:
         self.seen = SeenSet(self.store)
         self.front = FrontQueues(self.store, cfg.levels, cfg.level_ratio, self.rng)
         self.back = BackQueues(self.store)
+        self.retries = Retries(self.store)
         self.heap = ReadyHeap(cfg.aging)
         self._leases_db = self.store.db["leases"]
         self._done_counter: dict[str, str] = {}
@@ -390,20 +399,24 @@ class Frontier:
         except DAMAGED as exc:
             self._set_aside("front", bytes([level]), data, exc)
             return "refused", None
-        hh = host_hash(hk)
+        self._seq += 1
+        return self._place(host_hash(hk), hk, level, self._seq, data, now, evict)
+
+    def _place(
+        self, hh: int, hk: str, level: int, seq: int, data: bytes, now: float, evict: bool
+    ) -> tuple[str, HostState | None]:
+        """Queue a record under ``hh|level|seq`` in its host's back queue: ``_draw``'s answer."""
         back = self.back
         host = back.bound.get(hh)
         if host is not None:
-            self._seq += 1
-            back.append(hh, host, level, self._seq, data)
+            back.append(hh, host, level, seq, data)
             self._dirty.add(hh)
             return "joined", host
         host = back.host(hh) or HostState(hk)
         if host.blocked:
             self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked)
             return "refused", None
-        self._seq += 1
-        key = back.append(hh, host, level, self._seq, data)
+        key = back.append(hh, host, level, seq, data)
         if len(back.bound) < self._target or (evict and self._evict_for(host, now)):
             # A host with nothing else queued has this URL for its head: no need to read it.
             self._bind(hh, host, now, (key, data) if host.queued == 1 else None)
@@ -492,6 +505,8 @@ class Frontier:
         store, heap = self.store, self.heap
         if store.due:
             self.commit(now)
+        if self.retries.count:
+            self._requeue(now)
         if len(self.back.bound) < self._target:
             self._refill(now)
         heap.promote(now, self._head_level)
@@ -540,6 +555,16 @@ class Frontier:
             self.leased[hh] = lease
             return Ready(lease, None)
 
+    def _requeue(self, now: float) -> None:
+        """Put the URLs whose retry is due back in their hosts' queues, in their old places."""
+        for key, data in self.retries.take_due(now, self.cfg.draw_batch):
+            hh, level, seq = HOST_LEVEL_SEQ.unpack(key)
+            host = self.back.host(hh)
+            if host is None:
+                self._set_aside("retries", key, data, ValueError("its host has no state"))
+                continue
+            self._place(hh, host.host_key, level, seq, data, now, evict=False)
+
     def _evict_and_bind(self, now: float) -> bool:
         """Nothing bound is ready: draw from the front, evicting for a host that comes sooner.
 
@@ -564,6 +589,9 @@ class Frontier:
         next_time = self.heap.next_time()
         if next_time is not None:
             times.append(next_time)
+        retry = self.retries.first_due() if self.retries.count else None
+        if retry is not None:
+            times.append(retry)
         if len(self.back.bound) < self._target:
             if len(self.front):
                 times.append(now)
@@ -589,26 +617,32 @@ class Frontier:
         kind = outcome.kind
         page = lease.kind == PAGE
         retry = page and kind in self.retryable and lease.record.attempts < self.cfg.max_retries
+        host_failure = kind in self.politeness.host_failures
         if outcome.contacted:
             download = max(finished - started, 0.0)
             self._download_ema += 0.05 * (download - self._download_ema)
             host.download_time = download
             # The host backs off for its own failures only (see hive/core/politeness.py): a page's
             # failure neither grows nor resets the count, a robots.txt retry has its own clock.
-            if kind in self.politeness.host_failures:
+            if host_failure:
                 host.failures = min(host.failures + 1, MAX_FAILURES)
             elif (page and kind not in self.retryable) or kind == Kind.ROBOTS_OK:
                 host.failures = 0
             host.delay = self.politeness.delay(
                 download, host.crawl_delay, outcome.retry_after, host.failures,
-                lease.record.attempts + 1 if retry else 0,
+                lease.record.attempts + 1 if retry and host_failure else 0,
             )
             host.next_allowed = max(host.next_allowed, finished + host.delay)
         if lease.kind == ROBOTS:
             self._robots_done(host, lease.record, outcome, finished)
         elif retry:
             lease.record.attempts += 1
-            back.replace(lease.key, host, lease.record.encode())
+            if host_failure and outcome.contacted:  # the host waits, its URL at its head
+                back.replace(lease.key, host, lease.record.encode())
+            else:
+                back.remove(lease.key, host)
+                due = finished + self.politeness.backoff(lease.record.attempts)
+                self.retries.wait(lease.key, lease.record.encode(), due)
             self._count("frontier/retried")
         elif kind == Kind.REFUSED:
             back.remove(lease.key, host)
@@ -705,7 +739,7 @@ class Frontier:
 
     @property
     def pending(self) -> int:
-        return len(self.front) + self.back.queued
+        return len(self.front) + self.back.queued + self.retries.count
 
     @_store_errors
     def commit(self, now: float, final: bool = False) -> None:
@@ -729,7 +763,8 @@ class Frontier:
 
     @_store_errors
     def next_due(self) -> tuple[float, HostState] | None:
-        """The waiting host, bound or parked, that may be fetched first: its time and state.
+        """The waiting host, bound or parked or with a URL's retry, that may be fetched
+        first: its time and state.
 
         What the tail of a batch waits for once no host is ready and nothing is in
         flight (a back-off, a Retry-After, a robots.txt retry); None when no host waits.
@@ -743,6 +778,12 @@ class Frontier:
             host = self.back.host(parked[1])
             if host is not None:
                 due = max(parked[0], host.next_allowed), host
+        retry = self.retries.first_due() if self.retries.count else None
+        if retry is not None and (due is None or retry < due[0]):
+            hh = self.retries.first_host()
+            host = self.back.host(hh) if hh is not None else None
+            if host is not None:
+                due = max(retry, host.next_allowed), host
         return due
 
     def stats(self) -> dict[str, int]:
@@ -760,6 +801,7 @@ class Frontier:
             "frontier/hosts/waiting": waiting,
             "frontier/hosts/target": self.target_bound(),
             "frontier/leased": len(self.leased),
+            "frontier/retrying": self.retries.count,
         })
         out.update(self.refusals.stats())
         return out

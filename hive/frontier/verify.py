@@ -15,8 +15,12 @@ clean close and after a crash alike (the last committed turn). Checks:
   (hive.frontier.seen: counted, not a problem).
 - ``back``: key host hash, level (1..255) and seq; the record decodes and its
   host key hashes to the key's prefix; its URL is in ``urls``, as for front.
-- Every pending URL is in exactly one live queue entry, front or back: no URL
-  in no queue, none in two. Per host, the count and the sum of the url hashes of
+- ``retries``: key due time, then a back key (host hash, level 1..255, seq);
+  the record decodes and its host key hashes to the key's host; its URL is in
+  ``urls``, as for front; its host has a state.
+- Every pending URL is in exactly one live queue entry, front, back or
+  retries: no URL in no queue, none in two. Per host, the count and the sum of
+  the url hashes of
   its pending URLs must equal those of its queue entries in state ``p``; a
   host whose tallies differ is read again to name the URLs. So memory is two
   integers per host with front entries, never a set of every URL.
@@ -84,6 +88,7 @@ from hive.storage.schema import (
     PENDING,
     REFUSED,
     TIME_HOST,
+    TIME_HOST_LEVEL_SEQ,
     U64,
     URL_KEY,
     MetaState,
@@ -98,7 +103,7 @@ Items = Iterator[tuple[bytes, bytes]]
 # What a store cannot hold without the frontier having committed its ``meta`` state.
 NEEDS_META = frozenset({
     "urls/pending", "urls/done", "urls/refused", "front", "back", "hosts", "bound", "parked",
-    "leases", "outbox",
+    "leases", "outbox", "retries",
 })
 
 
@@ -221,6 +226,11 @@ def _back_name(key: bytes) -> str:
     return f"back {hh:016x}/{level}/{seq}"
 
 
+def _retry_name(key: bytes) -> str:
+    millis, hh, level, seq = TIME_HOST_LEVEL_SEQ.unpack(key)
+    return f"retry {hh:016x}/{level}/{seq} due {millis / 1000}"
+
+
 def _describe(state: bytes | None) -> str:
     if state is None:
         return "not in urls"
@@ -260,6 +270,7 @@ class _Checker:
     def run(self) -> None:
         self._bound()
         self._front()
+        self._retries()
         self._hosts()
         self._diagnose()
         self._leases()
@@ -274,8 +285,8 @@ class _Checker:
             "urls/pending": n["urls/pending"], "urls/done": n["urls/done"],
             "urls/refused": n["urls/refused"], "front": n["front"], "back": n["back"],
             "superseded": n["superseded"], "hosts": n["hosts"], "bound": n["bound"],
-            "parked": n["parked"],
-            "leases": n["leases"], "outbox": n["outbox"], "outbox/records": n["outbox/records"],
+            "parked": n["parked"], "leases": n["leases"], "retries": n["retries"],
+            "outbox": n["outbox"], "outbox/records": n["outbox/records"],
             "quarantine": n["quarantine"], "damaged": n["damaged"],
         }
 
@@ -358,6 +369,30 @@ class _Checker:
                 tally[1] += placed[1]
         self.n["front"] = entries
         self.max_seq = max(self.max_seq, max_seq)
+
+    def _retries(self) -> None:
+        """Retries are tallied with the front's entries: pending URLs outside ``back``."""
+        front = self.front
+        for key, value in self._items("retries"):
+            self.n["retries"] += 1
+            if len(key) != TIME_HOST_LEVEL_SEQ.size or key[16] == 0:
+                self.report.add(
+                    f"retries key {key.hex()} is not due time, host hash, level (1..255), seq"
+                )
+                continue
+            prefix = key[8:16]
+            self.max_seq = max(self.max_seq, TIME_HOST_LEVEL_SEQ.unpack(key)[3])
+            placed = self._queued(value, prefix)
+            if placed is None:
+                continue
+            if isinstance(placed, str):
+                self.report.add(f"{_retry_name(key)}: {placed}")
+                continue
+            if self._get("hosts", prefix) is None:
+                self.report.add(f"{_retry_name(key)}: its host has no state")
+            tally = front.setdefault(prefix, [0, 0])
+            tally[0] += 1
+            tally[1] += placed[1]
 
     def _hosts(self) -> None:
         """Merge urls, back and hosts (all sorted by host hash): one host at a time."""
@@ -511,6 +546,9 @@ class _Checker:
             if len(key) == LEVEL_SEQ.size:
                 level, seq = LEVEL_SEQ.unpack(key)
                 place(f"front {level}/{seq}", value)
+        for key, value in self._items("retries"):
+            if len(key) == TIME_HOST_LEVEL_SEQ.size:
+                place(_retry_name(key), value)
         for prefix in self.suspects:
             for key, value in self._range("back", prefix):
                 if len(key) == HOST_LEVEL_SEQ.size:

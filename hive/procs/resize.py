@@ -22,6 +22,9 @@ owner's store (hive/storage/schema.py has the layout):
   plus one ``parked`` entry, so "does the destination hold this host?" is one
   look-up (see below), and a URL drawn from the front would have joined this
   same queue anyway, keeping its level;
+- its URLs waiting for a retry (``retries``: due time and back key; one scan of
+  the source's retries groups them by host), kept waiting until the same time at
+  the destination, under the destination's seq numbers;
 - its URL states (``urls``: the seen fingerprints, pending, done or refused),
   copied as they are, and its ``robots`` entry;
 - at the destination it is parked at its next-allowed time (neither bound nor
@@ -39,7 +42,7 @@ records):
 1. one write transaction on D copies each host of the batch that D does not
    hold yet, and commits (with fsync);
 2. one write transaction on S deletes the batch's hosts — every key under their
-   prefix, their front entries and their ``bound``, ``leases``, ``parked`` and
+   prefix, their front and retries entries and their ``bound``, ``leases``, ``parked`` and
    ``robots`` entries — and commits.
 
 Why a crash (kill -9, power loss) at any moment loses and duplicates nothing:
@@ -73,7 +76,8 @@ resent) stays in it. Only when every store is done is the new ring written to
 ``hive.json``: until then every ``start`` resizes again.
 
 Cost: one pass over every store's hosts and front, plus the moved hosts' data.
-Memory is a few integers per moved host and 9 bytes per moved front entry,
+Memory is a few integers per moved host, 9 bytes per moved front entry and 25
+per moved retry,
 never the URLs themselves.
 """
 
@@ -104,6 +108,7 @@ from hive.storage.modes import DurableStore, Txn
 from hive.storage.schema import (
     HOST_LEVEL_SEQ,
     LEVEL_SEQ,
+    TIME_HOST_LEVEL_SEQ,
     U64,
     MetaState,
     back_key,
@@ -312,13 +317,13 @@ class _Mover:
         """Move out of one store every host it does not own; retire it if beyond the ring."""
         src = self.store(worker_id)
         with src.read() as txn:
-            moves, front = scan(txn, worker_id, self.ring)
+            moves, front, retries = scan(txn, worker_id, self.ring)
         for batch in batches(moves):
             dest = self.store(batch[0].dest)
             with src.read() as txn:
-                dest.write(copy_hosts, txn, batch, front, self.now, self.min_delay)
+                dest.write(copy_hosts, txn, batch, front, retries, self.now, self.min_delay)
             self.checkpoint("copied")
-            tally = src.write(delete_hosts, batch, front)
+            tally = src.write(delete_hosts, batch, front, retries)
             self._count(worker_id, batch[0].dest, len(batch), tally)
             self.checkpoint("deleted")
         self._payloads(worker_id, src)
@@ -433,9 +438,12 @@ class _Mover:
 # -- the steps: pure functions of store transactions ------------------------------------
 
 
-def scan(txn: Txn, worker_id: int, ring: Ring) -> tuple[list[Move], dict[int, bytearray]]:
-    """The hosts of a store that ``ring`` gives to another store, and their front keys
-    (9 bytes each, concatenated per host) from one pass over the front."""
+def scan(
+    txn: Txn, worker_id: int, ring: Ring
+) -> tuple[list[Move], dict[int, bytearray], dict[int, bytearray]]:
+    """The hosts of a store that ``ring`` gives to another store, their front keys (9 bytes
+    each, concatenated per host) from one pass over the front, and their retries keys (25
+    bytes each) from one pass over the retries."""
     sizes: dict[int, tuple[int, int]] = {}
     for key, value in txn.items("hosts"):
         state = HostState.decode(value)
@@ -451,11 +459,24 @@ def scan(txn: Txn, worker_id: int, ring: Ring) -> tuple[list[Move], dict[int, by
                 last_key, last_hash = hk, host_hash(hk)
             if last_hash in sizes:
                 front.setdefault(last_hash, bytearray()).extend(key)
+    retries: dict[int, bytearray] = {}
+    if sizes:
+        for key, _ in txn.items("retries"):
+            hh = U64.unpack_from(key, 8)[0]
+            if hh in sizes:
+                retries.setdefault(hh, bytearray()).extend(key)
     moves = [
-        Move(hh, owner, size + len(front.get(hh, b"")) // LEVEL_SEQ.size)
+        Move(hh, owner, size + len(front.get(hh, b"")) // LEVEL_SEQ.size
+             + len(retries.get(hh, b"")) // TIME_HOST_LEVEL_SEQ.size)
         for hh, (owner, size) in sizes.items()
     ]
-    return moves, front
+    return moves, front, retries
+
+
+def _keys(joined: bytes | bytearray, size: int) -> Iterator[bytes]:
+    """The keys of ``size`` bytes concatenated in ``joined``."""
+    for i in range(0, len(joined), size):
+        yield bytes(joined[i : i + size])
 
 
 def _queue(txn: Txn, prefix: bytes, fronts: bytes | bytearray) -> Iterator[tuple[int, int, bytes]]:
@@ -495,8 +516,8 @@ def _put_urls(txn: Txn, items: Iterable[tuple[bytes, bytes]], tally: Tally) -> N
 
 
 def copy_hosts(
-    txn: Txn, src: Txn, batch: list[Move], front: dict[int, bytearray], now: float,
-    min_delay: float,
+    txn: Txn, src: Txn, batch: list[Move], front: dict[int, bytearray],
+    retries: dict[int, bytearray], now: float, min_delay: float,
 ) -> Tally:
     """Step 1 at the destination: copy each host of the batch it does not hold yet."""
     tally = Tally()
@@ -514,6 +535,11 @@ def copy_hosts(
             seq += 1
             queued += 1
             txn.put("back", back_key(hh, level, seq), value)
+        for key in _keys(retries.get(hh, b""), TIME_HOST_LEVEL_SEQ.size):
+            level = TIME_HOST_LEVEL_SEQ.unpack(key)[2]
+            seq += 1
+            txn.put("retries", key[:8] + back_key(hh, level, seq), src.get("retries", key) or b"")
+            tally.queued += 1
         state.queued = queued
         state.parked_at = state.next_allowed if queued else -1.0
         if queued:
@@ -529,7 +555,9 @@ def copy_hosts(
     return tally
 
 
-def delete_hosts(txn: Txn, batch: list[Move], front: dict[int, bytearray]) -> Tally:
+def delete_hosts(
+    txn: Txn, batch: list[Move], front: dict[int, bytearray], retries: dict[int, bytearray]
+) -> Tally:
     """Step 2 at the source: delete the batch's hosts, every trace of them."""
     tally = Tally()
     for move in batch:
@@ -544,6 +572,8 @@ def delete_hosts(txn: Txn, batch: list[Move], front: dict[int, bytearray]) -> Ta
         for i in range(0, len(fronts), LEVEL_SEQ.size):
             txn.delete("front", bytes(fronts[i : i + LEVEL_SEQ.size]))
         tally.queued += len(fronts) // LEVEL_SEQ.size
+        for key in _keys(retries.get(hh, b""), TIME_HOST_LEVEL_SEQ.size):
+            tally.queued += txn.delete("retries", key)
         for name in ("hosts", "bound", "leases"):
             txn.delete(name, prefix)
         if state.parked_at >= 0:

@@ -5,8 +5,9 @@ lists, never one a resize retired (``worker-NN.retired-…``: what it held went 
 the stores that own it now). They are opened read-only through the storage
 layer, with LMDB's reader lock so a running crawl's writer does not reuse the
 pages being read. Each host's state in ``hosts`` counts the URLs in its back
-queue (``HostState.queued``); URLs still in the front queues have no host yet
-and are counted in total only. A store that cannot be read is named in
+queue (``HostState.queued``); URLs still in the front queues have no host yet,
+and URLs waiting for a retry are out of their host's queue: both are counted in
+total only. A store that cannot be read is named in
 ``problems`` and the others are still read. The only code of the report that
 knows the store's layout.
 """
@@ -31,6 +32,7 @@ class Pending:
     top: list[tuple[str, int]] = field(default_factory=list)
     queued: int = 0
     front: int = 0
+    retrying: int = 0
     stores: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -55,6 +57,7 @@ def pending_by_host(data_dir: Path, n: int) -> Pending:
 def _queued(store: Path, pending: Pending) -> Iterator[tuple[str, int]]:
     with read_only(store, live=True) as txn:
         pending.front += txn.entries("front")
+        pending.retrying += txn.entries("retries")
         for _, value in txn.items("hosts"):
             state = HostState.decode(value)
             pending.queued += state.queued

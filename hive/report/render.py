@@ -138,7 +138,8 @@ def _summary(report: Report) -> str:
         ("pages (ok)", tally.pages),
         ("bytes", tally.size),
         ("hosts seen", len(tally.hosts)),
-        ("URLs pending (stores)", report.pending.queued + report.pending.front),
+        ("URLs pending (stores)",
+         report.pending.queued + report.pending.front + report.pending.retrying),
     ]
     if tally.lines:
         rows += [
@@ -219,7 +220,8 @@ def _hosts(report: Report) -> str:
             "No host has URLs queued in the stores."),
         "<p>" + html.escape(
             f"{pending.queued:,} URLs queued in hosts' queues, {pending.front:,} in the front "
-            f"queues (no host yet), in {pending.stores} store(s).") + "</p>",
+            f"queues (no host yet), {pending.retrying:,} waiting for a retry, in "
+            f"{pending.stores} store(s).") + "</p>",
         *(f'<p class="note">{html.escape(problem)}</p>' for problem in pending.problems),
         "<h3>By errors</h3>",
         _barh(by_errors, "errors") if by_errors else _empty("No host has an error."),

@@ -26,6 +26,9 @@ parked      time_ms(8) host_hash(8)              empty: unbound host with URLs, 
                                                  at time                                resize
 leases      host_hash(8)                         back key (17), or empty for            frontier,
                                                  robots.txt                             resize
+retries     due_ms(8) host_hash(8) level(1)      UrlRecord bytes: a URL waiting out     frontier,
+            seq(8)                               its retry's back-off, out of its       resize
+                                                 host's queue until due
 robots      host key (utf-8)                     robots.txt cache entry                 worker,
                                                  (hive.fetch.robots)                    resize
 meta        ``state``                            :class:`MetaState` (JSON)              frontier,
@@ -55,11 +58,13 @@ entry, and is never pruned. An entry lives with the owner of the host of the URI
 it names: seeding takes only those, and a resize moves them (hive/procs/resize.py).
 
 Every admitted URL is in ``urls``. A pending URL has exactly one *live* queue
-entry, in front or back: the one whose record's kind and depth its state names
-(a bare ``p``, written before states named them, names whichever entry there
-is); a leased one is the back key named in ``leases``. A URL found again by a
-stronger discovery (hive.frontier.seen) gets a new live entry, and its
-earlier entries are *superseded*: left in place, dropped when they come up. Keys of one host
+entry, in front, back or retries: the one whose record's kind and depth its
+state names (a bare ``p``, written before states named them, names whichever
+entry there is); a leased one is the back key named in ``leases``. A URL found
+again by a stronger discovery (hive.frontier.seen) gets a new live entry, and
+its earlier entries are *superseded*: left in place, dropped when they come up.
+A retry's key is its due time and the back key it left, which it takes again
+when due. Keys of one host
 share the host-hash prefix, so a host's URLs and fingerprints move together.
 hive/frontier/verify.py checks these rules.
 
@@ -73,6 +78,7 @@ counter needs nothing here (``MetaState.counts`` keeps every name it is given).
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,16 +89,17 @@ from hive.errors import StoreError
 
 DB_NAMES = (
     "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
-    "quarantine", "damaged", "payloads",
+    "quarantine", "damaged", "payloads", "retries",
 )
 # Databases a store made by an earlier hive lacks until a worker opens it (and makes them).
-ADDED_LATER = frozenset({"damaged", "payloads"})
+ADDED_LATER = frozenset({"damaged", "payloads", "retries"})
 
 U64 = struct.Struct(">Q")
 HOST_LEVEL_SEQ = struct.Struct(">QBQ")
 LEVEL_SEQ = struct.Struct(">BQ")
 TIME_HOST = struct.Struct(">QQ")
 URL_KEY = struct.Struct(">QQ")
+TIME_HOST_LEVEL_SEQ = struct.Struct(">QQBQ")
 
 # URL states (the first byte of a ``urls`` value).
 PENDING = b"p"
@@ -138,6 +145,12 @@ def front_key(level: int, seq: int) -> bytes:
 
 def parked_key(when: float, host_hash: int) -> bytes:
     return TIME_HOST.pack(max(0, int(when * 1000)), host_hash)
+
+
+def retry_key(due: float, back: bytes) -> bytes:
+    """The ``retries`` key of a URL due at ``due`` that left the back key ``back``: the
+    time rounded up to the millisecond, so a retry never goes before its back-off."""
+    return U64.pack(max(0, math.ceil(due * 1000))) + back
 
 
 def damaged_key(db: str, key: bytes) -> bytes:

@@ -39,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--crawl-delay", type=float, default=0.5, help="that robots variant's")
     parser.add_argument("--copies", type=int, default=0,
                         help="copy pages per host, one body on every host")
+    parser.add_argument("--broken", type=int, default=0,
+                        help="pages per host that answer 500 for ever, linked from /")
     parser.add_argument("--sitemaps", action="store_true",
                         help="also serve the sitemap and feed hosts (sm-<kind>.<domain>)")
     parser.add_argument("--cookie-hosts", type=int, default=0,
@@ -52,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     web = Web(
         args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
         args.domain, not args.no_hostile, args.crawl_delay, args.copies,
-        args.requisites,
+        args.requisites, args.broken,
     )
     # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
     sys.setswitchinterval(0.0005)

@@ -29,6 +29,10 @@ Padding text brings a page to ~``page_bytes``.
     error         500: the host must not be crawled at all
     unavailable   503 with Retry-After: 1 to the first request, then standard
 
+**Broken pages** (``broken``; none by default): each normal host's ``/`` also
+links to ``/broken/0.html`` … ``/broken/<broken-1>.html``, which answer 500 for
+ever (a page's own failure, which a crawler retries without slowing its host).
+
 **Hostile hosts** (:attr:`Web.hostile`, host -> kind, named ``<kind>.<domain>``,
 all linked from ``h000``'s ``/``; their robots.txt allows all)::
 
@@ -103,6 +107,7 @@ _STANDARD = "User-agent: badbot\nDisallow: /\n\nUser-agent: *\nDisallow: /privat
 _PAGE = re.compile(r"/p/([1-9][0-9]{0,8})\.html")
 _PRIVATE = re.compile(r"/private/([0-9])\.html")
 _COPY = re.compile(r"/copy/([0-9]{1,6})\.html")
+_BROKEN = re.compile(r"/broken/([0-9]{1,6})\.html")
 _DAY = re.compile(r"/cal/([0-9]{4})/([0-9]{2})/([0-9]{2})")
 _WORDS = (
     "lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do",
@@ -205,15 +210,17 @@ class Web:
         robots_crawl_delay: float = 0.5,
         copies: int = 0,
         requisites: bool = False,
+        broken: int = 0,
     ) -> None:
         """``copies``: each host's home page also links to this many copy pages
         (``/copy/N.html``), which all answer one body, the same on every host.
         ``requisites``: pages embed stylesheets, images, a script and a font, some on a
-        static host (hive/testweb/requisites.py)."""
+        static host (hive/testweb/requisites.py). ``broken``: each host's home page also
+        links to this many pages that answer 500 for ever (``/broken/N.html``)."""
         if hosts < 1 or pages < 1 or links < 0 or page_bytes < 0 or robots_crawl_delay < 0:
             raise ValueError("hosts and pages must be positive; links, sizes, delays not negative")
-        if copies < 0:
-            raise ValueError(f"copies must not be negative, got {copies}")
+        if copies < 0 or broken < 0:
+            raise ValueError(f"copies and broken must not be negative, got {copies}, {broken}")
         if not 0.0 <= cross_host <= 1.0:
             raise ValueError(f"cross_host must be in [0, 1], got {cross_host}")
         self.seed = seed
@@ -224,6 +231,7 @@ class Web:
         self.cross_host = cross_host
         self.page_bytes = page_bytes
         self.copies = copies
+        self.broken = broken
         self.domain = domain.lower()
         width = max(3, len(str(hosts - 1)))
         self.names = [f"h{i:0{width}d}.{self.domain}" for i in range(hosts)]
@@ -358,6 +366,9 @@ class Web:
         match = _COPY.fullmatch(path)
         if match and int(match.group(1)) < self.copies:
             return self._copy
+        match = _BROKEN.fullmatch(path)
+        if match and int(match.group(1)) < self.broken:
+            return Response(500, b"this page is broken\n", _TEXT)
         match = _PRIVATE.fullmatch(path)
         if match and int(match.group(1)) < PRIVATE_PAGES:
             body = f"<!doctype html>\n<title>{host} {path}</title>\n<a href=\"../\">home</a>\n"
@@ -420,6 +431,7 @@ class Web:
         if page == 0:
             hrefs.extend(_private_path(k) for k in range(PRIVATE_PAGES))
             hrefs.extend(_copy_path(k) for k in range(self.copies))
+            hrefs.extend(f"/broken/{k}.html" for k in range(self.broken))
         while len(hrefs) < self.links:
             roll = rng.random()
             if hrefs and roll < _REPEAT_SHARE:

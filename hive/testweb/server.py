@@ -301,7 +301,7 @@ class WebProcess(_Served):
             "--hosts", str(web.hosts), "--pages", str(web.pages), "--links", str(web.links),
             "--cross-host", str(web.cross_host), "--page-bytes", str(web.page_bytes),
             "--domain", web.domain, "--crawl-delay", str(web.robots_crawl_delay), "--log", str(log),
-            "--copies", str(web.copies),
+            "--copies", str(web.copies), "--broken", str(web.broken),
         ]
         if not web.hostile_enabled:
             command.append("--no-hostile")

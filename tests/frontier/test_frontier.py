@@ -190,14 +190,87 @@ def waits_after(f: Frontier, now: float, outcomes: list[Outcome]) -> list[float]
     return waits
 
 
-def test_a_broken_page_backs_off_itself_not_its_host(opener: Callable[..., Opener]) -> None:
-    """Three pages answering 500 in a row: each one's retries wait 2 s then 4 s (backoff_base
-    2), and after its last try the host waits its ordinary 1 s: never 8, 16, 20 … 20."""
-    f = opener(robots={"enabled": False}, frontier={"max_retries": 2}).open()
-    f.admit([rec(f"http://a.test/bad/{i}") for i in range(3)] + [rec("http://a.test/ok")], 0.0)
-    assert waits_after(f, 0.0, [Outcome("http_500", 500)] * 9) == [2.0, 4.0, 1.0] * 3
-    assert lease_now(f, 21.0).record.url == "http://a.test/ok"
-    assert f.stats()["frontier/done/http_500"] == 3
+def run_host(f: Frontier, now: float, outcomes: dict[str, Outcome]) -> list[tuple[float, str]]:
+    """Lease until nothing is left, answering each URL by ``outcomes`` (ok if not named);
+    returns (time, URL) of every lease, the clock jumping to each wake-up."""
+    leased: list[tuple[float, str]] = []
+    while True:
+        ready = f.pop_ready(now)
+        if ready.lease is None:
+            if ready.wake_at is None:
+                return leased
+            now = ready.wake_at
+            continue
+        url = ready.lease.record.url
+        leased.append((now, url))
+        f.done(ready.lease, outcomes.get(url, OK), now, now)
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_broken_page_backs_off_itself_not_its_host(
+    opener: Callable[..., Opener], reopen: bool
+) -> None:
+    """Three pages answering 500 for ever among five good ones (delay 1 s, back-off 2 s then
+    4 s): each broken page's tries are its back-off apart while its host goes on with its
+    other URLs at its ordinary delay, so the host is done after its 14 requests (13 s), not
+    after the sum of the chains (before: 3 × (2 + 4 + 1) + 5 = 26 s). The retries wait on
+    disk: a crash while they wait loses none."""
+    o = opener(robots={"enabled": False}, frontier={"max_retries": 2})
+    f = o.open()
+    bad = [f"http://a.test/bad/{i}" for i in range(3)]
+    good = [f"http://a.test/ok/{i}" for i in range(5)]
+    f.admit([rec(u) for u in bad + good], 0.0)
+    failing = dict.fromkeys(bad, Outcome("http_500", 500))
+    first: list[tuple[float, str]] = []
+    for _ in range(2):  # two leases, then (maybe) a crash with both retries waiting
+        ready = f.pop_ready(float(len(first)))
+        assert ready.lease is not None
+        first.append((float(len(first)), ready.lease.record.url))
+        f.done(ready.lease, failing[ready.lease.record.url], len(first) - 1.0, len(first) - 1.0)
+    assert f.stats()["frontier/retrying"] == 2 and f.stats()["frontier/pending"] == 8
+    f.commit(2.0)
+    if reopen:
+        f = o.reopen(2.0, crash=True)
+        assert f.stats()["frontier/retrying"] == 2
+    leased = first + run_host(f, 2.0, failing)
+    times = [t for t, _ in leased]
+    assert Counter(u for _, u in leased) == {**dict.fromkeys(bad, 3), **dict.fromkeys(good, 1)}
+    for url in bad:
+        tries = [t for t, u in leased if u == url]
+        assert tries[1] - tries[0] >= 2.0 and tries[2] - tries[1] >= 4.0, (url, tries)
+    # The host never idles: 14 requests, each a second after the one before.
+    assert times == [float(t) for t in range(14)], leased
+    stats = f.stats()
+    assert stats["frontier/done/http_500"] == 3 and stats["frontier/done/ok"] == 5
+    assert stats["frontier/retrying"] == 0 and stats["frontier/pending"] == 0
+
+
+def test_a_lone_retry_frees_its_host_and_rebinds_it_when_due(
+    opener: Callable[..., Opener],
+) -> None:
+    """A host whose only URL waits for its retry gives its slot up; the retry brings it back."""
+    f = opener(robots={"enabled": False}).open()
+    f.admit([rec("http://a.test/x")], 0.0)
+    f.done(lease_now(f, 0.0), Outcome("http_500", 500), 0.0, 0.0)
+    stats = f.stats()
+    assert stats["frontier/hosts/bound"] == 0 and stats["frontier/hosts/parked"] == 0
+    assert stats["frontier/pending"] == 1 and f.pop_ready(1.9).wake_at == 2.0
+    due = f.next_due()
+    assert due is not None and due[0] == 2.0 and due[1].host_key == "a.test"
+    assert lease_now(f, 2.0).record.attempts == 1
+
+
+def test_a_failure_of_the_server_slows_the_host_and_the_url(
+    opener: Callable[..., Opener],
+) -> None:
+    """A 503 speaks of the server: the host waits its back-off (2 s, not its 1 s delay), and
+    the URL its own before its retry."""
+    f = opener(robots={"enabled": False}).open()
+    f.admit([rec("http://a.test/x"), rec("http://a.test/y"), rec("http://a.test/z")], 0.0)
+    f.done(lease_now(f, 0.0), Outcome("http_503", 503), 0.0, 0.0)
+    assert f.pop_ready(1.5).lease is None
+    again = lease_now(f, 2.0)
+    assert again.record.url == "http://a.test/x" and again.record.attempts == 1
 
 
 def test_the_host_backs_off_for_its_own_failures_until_a_success(
