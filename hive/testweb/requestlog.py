@@ -35,10 +35,19 @@ class Request:
 
     ``host`` is the Host header as sent, lower-cased (with its port, if any);
     ``start`` is when the request had been read and ``end`` when the response
-    had been written, both ``time.time()``. A record is added just after its
-    response is written. When a client abandons a stream, ``end`` is when the
-    server noticed: at the next write, at most ``graph.DRIP_INTERVAL`` later.
-    ``cookie`` is the request's Cookie header ("" when it had none).
+    had been written, both ``time.time()`` as the handler read it. A record is
+    added just after its response is written. When a client abandons a stream,
+    ``end`` is when the server noticed: at the next write, at most
+    ``graph.DRIP_INTERVAL`` later. ``cookie`` is the request's Cookie header (""
+    when it had none).
+
+    ``arrived`` and ``sent`` are the kernel's stamps (the same clock), where it
+    gives them (None where not): when the request's first bytes arrived and when
+    the response's last byte was transmitted. A handler's own stamps can be late
+    by however long its thread waited for the CPU or the GIL after the event, so
+    a gap measured between ``end`` and the next ``start`` can look shorter than
+    it was; ``received`` and ``finished`` are what the checks use: the kernel's
+    stamps when there are, else the handler's.
     """
 
     host: str
@@ -49,6 +58,18 @@ class Request:
     end: float
     client: str
     cookie: str = ""
+    arrived: float | None = None
+    sent: float | None = None
+
+    @property
+    def received(self) -> float:
+        """When the request arrived: the kernel's stamp, else the handler's."""
+        return self.start if self.arrived is None else self.arrived
+
+    @property
+    def finished(self) -> float:
+        """When the response's last byte went out: the kernel's stamp, else the handler's."""
+        return self.end if self.sent is None else self.sent
 
     @property
     def hostname(self) -> str:
@@ -63,6 +84,7 @@ class Request:
             "host": self.host, "path": self.path, "method": self.method, "status": self.status,
             "start": self.start, "end": self.end, "client": self.client,
             **({"cookie": self.cookie} if self.cookie else {}),
+            "arrived": self.arrived, "sent": self.sent,
         })
 
     @classmethod
@@ -72,7 +94,12 @@ class Request:
             str(data["host"]), str(data["path"]), str(data["method"]), int(data["status"]),
             float(data["start"]), float(data["end"]), str(data["client"]),
             str(data.get("cookie", "")),
+            _stamp(data.get("arrived")), _stamp(data.get("sent")),
         )
+
+
+def _stamp(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def load_log(path: Path) -> list[Request]:
@@ -86,9 +113,10 @@ def politeness_violations(
 ) -> list[str]:
     """Every breach of politeness in a request log, one message each.
 
-    Per host name (port ignored), in order of start: a request that starts
-    before an earlier one to that host has ended (overlap), or less than the
-    host's gap after it ended. ``min_gap`` is one gap for every host or a map
+    Per host name (port ignored), in order of arrival: a request that arrives
+    before an earlier one to that host has finished (overlap), or less than the
+    host's gap after it finished (``Request.received`` and ``Request.finished``:
+    the kernel's stamps where the server has them). ``min_gap`` is one gap for every host or a map
     host -> gap (hosts not in it: 0, only overlaps count). ``tolerance`` forgives
     that much of each rule, for clock granularity.
     """
@@ -98,20 +126,21 @@ def politeness_violations(
     violations = []
     for host, requests in sorted(by_host.items()):
         gap = min_gap.get(host, 0.0) if isinstance(min_gap, Mapping) else min_gap
-        requests.sort(key=lambda r: r.start)
-        last = requests[0]  # the request, so far, that ended last
+        requests.sort(key=lambda r: r.received)
+        last = requests[0]  # the request, so far, that finished last
         for request in requests[1:]:
-            if request.start < last.end - tolerance:
+            start, end = request.received, last.finished
+            if start < end - tolerance:
                 violations.append(
-                    f"{host}: {request.path} started at {request.start:.3f} while "
-                    f"{last.path} was in flight (until {last.end:.3f})"
+                    f"{host}: {request.path} started at {start:.3f} while "
+                    f"{last.path} was in flight (until {end:.3f})"
                 )
-            elif request.start - last.end < gap - tolerance:
+            elif start - end < gap - tolerance:
                 violations.append(
-                    f"{host}: {request.path} started {request.start - last.end:.3f}s after "
+                    f"{host}: {request.path} started {start - end:.3f}s after "
                     f"{last.path} ended; the gap is {gap:g}s"
                 )
-            if request.end > last.end:
+            if request.finished > end:
                 last = request
     return violations
 

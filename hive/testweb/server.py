@@ -14,6 +14,7 @@ hosts (``ck-<i>.<domain>``, hive.testweb.cookies).
 from __future__ import annotations
 
 import contextlib
+import io
 import select
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from hive.testweb.cookies import CookieWeb
 from hive.testweb.graph import STREAM_SECONDS, Response, Stream, Web
 from hive.testweb.requestlog import Request, hostname, load_log
 from hive.testweb.sitemaps import SitemapWeb
+from hive.testweb.stamps import Stamps, listen_stamped
 
 TRIPWIRE_ADDRESS = "127.0.0.1"
 
@@ -92,6 +94,14 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = STREAM_SECONDS
     server: _HTTPServer
 
+    def setup(self) -> None:
+        """The connection's reader and writer, with the kernel's stamps (hive.testweb.stamps)."""
+        super().setup()
+        self.rfile.close()
+        self.stamps = Stamps(self.connection)
+        self.rfile = io.BufferedReader(self.stamps.reader)
+        self.wfile = self.stamps.writer
+
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing: the request log is the record."""
 
@@ -128,11 +138,12 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
         finally:
+            end = time.time()
             client = f"{self.client_address[0]}:{self.client_address[1]}"
-            site.record(
-                Request(host, self.path, self.command, reply.status, start, time.time(), client,
-                        self.headers.get("Cookie", ""))
-            )
+            site.record(Request(
+                host, self.path, self.command, reply.status, start, end, client,
+                self.headers.get("Cookie", ""), self.stamps.arrived(), self.stamps.sent(),
+            ))
 
     def _stream(self, reply: Stream, send_body: bool, start: float) -> None:
         self.close_connection = True
@@ -163,6 +174,7 @@ class _HTTPServer(HTTPServer):
         # HTTPServer.server_bind looks up the FQDN (reverse DNS) for a name unused here.
         TCPServer.server_bind(self)
         self.server_name, self.server_port = self.socket.getsockname()[:2]
+        listen_stamped(self.socket)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(
@@ -287,7 +299,8 @@ class WebProcess(_Served):
 
     What tests and benchmarks that measure politeness use: a server sharing the
     crawler's GIL would stamp a response's end late by up to a thread switch
-    interval (5 ms) and see gaps shorter than they were.
+    interval (5 ms) and see gaps shorter than they were. The kernel's stamps
+    (``Request.arrived``, ``Request.sent``: hive.testweb.stamps) are not late at all.
     """
 
     def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0,

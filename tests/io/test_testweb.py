@@ -317,6 +317,33 @@ def test_log_records_each_request_and_strays(server: WebServer) -> None:
     wait_for(lambda: [r.path for r in server.web.strays(server.requests)] == ["/tripwire"])
 
 
+def test_the_kernel_stamps_when_a_request_arrived_and_its_response_went_out(
+    server: WebServer,
+) -> None:
+    """Each request of a kept-alive connection, the first included (it may arrive before
+    the connection is accepted), has the kernel's stamps, and they keep causal order with
+    the client's clock: sent after it asked, had whole before it read the last byte (a stamp
+    of another response, an earlier send's, would break the order). The handler stamps a
+    request after the kernel did."""
+    server.reset()
+    name = server.web.names[2]
+    seen: list[tuple[float, float]] = []
+    with closing(http.client.HTTPConnection(server.address, server.port, timeout=5)) as conn:
+        for path in ("/", "/p/1.html", "/robots.txt", "/p/2.html"):
+            asked = time.time()
+            conn.request("GET", path, headers={"Host": f"{name}:{server.port}"})
+            with closing(conn.getresponse()) as response:
+                response.read()
+            seen.append((asked, time.time()))
+    wait_for(lambda: len([r for r in server.requests if r.hostname == name]) == 4)
+    records = [r for r in server.requests if r.hostname == name]
+    for (asked, had), record in zip(seen, records, strict=True):
+        assert record.arrived is not None and record.sent is not None, record
+        assert asked <= record.arrived <= record.sent <= had, (asked, record, had)
+        assert record.arrived <= record.start and record.sent <= record.end, record
+        assert (record.received, record.finished) == (record.arrived, record.sent)
+
+
 def test_close_ends_open_streams() -> None:
     with serve(Web(hosts=1, pages=1), ADDRESS) as running:
         conn = http.client.HTTPConnection(running.address, running.port, timeout=5)
