@@ -260,6 +260,26 @@ def test_a_lone_retry_frees_its_host_and_rebinds_it_when_due(
     assert lease_now(f, 2.0).record.attempts == 1
 
 
+def test_retries_due_at_once_go_back_a_batch_a_turn(opener: Callable[..., Opener]) -> None:
+    """However many retries come due together, a turn moves at most ``draw_batch`` of them
+    back to their queues (their host's politeness then applies), and
+    every one comes back."""
+    f = opener(robots={"enabled": False}, frontier={"draw_batch": 8, "min_bound_hosts": 200},
+               politeness={"min_delay": 0.0, "max_delay": 0.0}).open()
+    urls = [f"http://h{i}.test/x" for i in range(50)]
+    f.admit([rec(u) for u in urls], 0.0)
+    for i in range(50):
+        lease = lease_now(f, 0.0)
+        f.done(lease, Outcome("http_500", 500), 0.0, 0.001 * i)
+    assert f.stats()["frontier/retrying"] == 50 and f.pop_ready(1.0).lease is None
+    first = f.pop_ready(10.0)
+    assert first.lease is not None and f.stats()["frontier/retrying"] == 50 - 8
+    back = [first.lease.record.url]
+    while (lease := f.pop_ready(10.0).lease) is not None:
+        back.append(lease.record.url)
+    assert sorted(back) == sorted(urls) and f.stats()["frontier/retrying"] == 0
+
+
 def test_a_failure_of_the_server_slows_the_host_and_the_url(
     opener: Callable[..., Opener],
 ) -> None:
