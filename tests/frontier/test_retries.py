@@ -20,9 +20,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hive.frontier.verify import verify_store
 from hive.procs.worker import Worker
 from hive.storage.modes import read_only
-from hive.storage.verify import verify_store
 from hive.testweb import Web, WebProcess
 from hive.testweb.requestlog import Request, as_received, politeness_violations, received
 from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
