@@ -2,7 +2,7 @@
 
 A 512 KB robots.txt of 25,000 rules (RFC 9309's floor of 500 KiB allows it), with and
 without wildcards, checked against 2,000 URLs (half matching some rule, half none):
-hive's compiled rules (hive.fetch.robots.AgentRules) against protego's own matcher, which
+hive's compiled rules (hive.fetch.robots_rules.AgentRules) against protego's own matcher, which
 hive used before. Also the time to compile the file, to load its compiled rules from
 the store, and the memory each holds (tracemalloc)::
 
@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 from protego import Protego
 
-from hive.fetch.robots import AgentRules, RobotsPolicy
+from hive.fetch.robots_policy import RobotsPolicy
+from hive.fetch.robots_rules import AgentRules
 
 
 def big_file(rules: int, wildcards: bool) -> bytes:

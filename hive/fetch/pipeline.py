@@ -10,7 +10,7 @@ or a disk that cannot take the WARC records.
 
 **Sitemaps and feeds** (``sitemaps.mode`` other than ``off``). Where they
 come from: the ``Sitemap:`` lines of every robots.txt read whole (kept with
-its rules, hive.fetch.robots), or ``/sitemap.xml`` when it names none and the
+its rules, hive.fetch.robots_cache), or ``/sitemap.xml`` when it names none and the
 mode is ``robots+default``; seeds and ``hive add`` lines ``sitemap:<url>``; the
 feeds a page announces (``<link rel=alternate>``). Each is a record of kind
 ``sitemap`` or ``feed`` handed on like a link (so one on another host goes to
@@ -113,7 +113,9 @@ from hive.fetch.headers import refresh_target, robots_nofollow
 from hive.fetch.parse import Scope, extract_links, media_type
 from hive.fetch.requisites import EmbedBudget, css_embeds
 from hive.fetch.revisits import PayloadIndex
-from hive.fetch.robots import RobotsCache, RobotsPolicy, RobotsRules
+from hive.fetch.robots_cache import RobotsCache
+from hive.fetch.robots_policy import RobotsPolicy
+from hive.fetch.robots_rules import RobotsRules
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, robots_sitemaps, within_depth
 from hive.fetch.sniff import listing_kind
@@ -663,7 +665,7 @@ class Pipeline:
     def _fetch_robots(
         self, lease: Lease, stale: RobotsRules | None, address: str, started: float
     ) -> Fetched:
-        """Fetch robots.txt, following redirects on the same host only (hive.fetch.robots).
+        """Fetch robots.txt, following redirects on the same host only (hive.fetch.robots_policy).
 
         Every hop is a request to this host under its lease, so each waits the
         host's delay after the last response, as its pages do. A hop to another

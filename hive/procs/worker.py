@@ -46,7 +46,7 @@ from hive.fetch.crawllog import CrawlLog
 from hive.fetch.dns import Resolver
 from hive.fetch.pipeline import Fetched, Pipeline
 from hive.fetch.revisits import PayloadIndex
-from hive.fetch.robots import RobotsRules
+from hive.fetch.robots_rules import RobotsRules
 from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
 from hive.procs.fetchtimes import FetchTimes

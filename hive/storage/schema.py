@@ -30,7 +30,7 @@ retries     due_ms(8) host_hash(8) level(1)      UrlRecord bytes: a URL waiting 
             seq(8)                               its retry's back-off, out of its       resize
                                                  host's queue until due
 robots      host key (utf-8)                     robots.txt cache entry                 worker,
-                                                 (hive.fetch.robots)                    resize
+                                                 (hive.fetch.robots_cache)              resize
 meta        ``state``                            :class:`MetaState` (JSON)              frontier,
                                                                                         resize
 meta        ``refusals``                         the refusals tally                     frontier

@@ -14,15 +14,13 @@ from hypothesis import strategies as st
 from bench.bench_robots import big_file
 from hive import config
 from hive.errors import ConfigError, StoreError
-from hive.fetch.robots import (
+from hive.fetch.robots_cache import RobotsCache, decode_entries, encode_entries
+from hive.fetch.robots_policy import RobotsPolicy
+from hive.fetch.robots_rules import (
     MAX_CHECK_WORK,
     AgentRules,
-    RobotsCache,
-    RobotsPolicy,
     RobotsRules,
     compile_group,
-    decode_entries,
-    encode_entries,
     group_lines,
     product_token,
 )

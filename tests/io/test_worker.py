@@ -22,7 +22,7 @@ from hive.core.lease import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_hash
 from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES, Fetched
-from hive.fetch.robots import RobotsRules
+from hive.fetch.robots_rules import RobotsRules
 from hive.outcome import Kind
 from hive.procs.worker import Worker
 from hive.testweb import (
