@@ -126,7 +126,6 @@ def pipeline_case(port: int, name: str, work: Path) -> Callable[[], dict[str, fl
         dns={"resolve": [f"{HOST}={ADDRESS}"], "allow_nets": [f"{ADDRESS}/32"]})
     pipeline = Pipeline(
         cfg, resolver=None, warc_dir=work / "warc", name="00",
-        load=lambda host: None, store=lambda host, data: None,
         crawl_delay=lambda hh: 0.0, closing=threading.Event(),
         recent=RecentLinks(int(cfg.hive.recent_links_mb * MIB)),
     )

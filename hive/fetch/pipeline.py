@@ -27,10 +27,10 @@ frontier's reason when a host has its files) and dropped, no record each: a
 file's children cost at most that many records. A listed page within the rule is
 handed on at ``sitemap_level`` (its ``hint``); one outside it (another origin,
 or above the sitemap's directory) is handed on as ``listed``, and its owner
-decides at lease time (``screen``), when its origin's robots.txt is known:
+decides at lease time (``FrontierGate.screen``), when its origin's robots.txt is known:
 fetched if that robots.txt names the sitemap (cross-submission), else it ends
 ``refused`` with the rule's reason (``sitemap_origin``, ``sitemap_path``),
-unfetched and out of the seen set. A feed's items are links.
+unfetched and out of the seen set (hive.fetch.gate). A feed's items are links.
 
 A page's response that is a feed or a sitemap (by its Content-Type or root
 element, hive.fetch.sniff) is read as one, whatever found its URL: a feed a page
@@ -42,23 +42,22 @@ what it lists is bounded as any sitemap's is (the reader's limits, then the
 frontier's: ``max_urls_per_host``, the listed pages of other origins vouched for
 by their robots.txt, the child sitemaps by ``max_files_per_host``).
 
-A fetch ends as one ``Fetched``: it is the Outcome the frontier applies and it
-carries what the worker hands on (links, refusals, robots.txt rules), so no
-second result is made per page. The client's ``FetchResult`` is the HTTP
-exchange it reads from.
+A fetch ends as one ``Fetched`` (hive.fetch.fetched): it is the Outcome the
+frontier applies and it carries what the worker hands on (links, refusals,
+robots.txt rules), so no second result is made per page. The client's
+``FetchResult`` is the HTTP exchange it reads from.
 
-**robots.txt has one owner, this pipeline's rules cache.** The frontier leases
-an origin's robots.txt before its pages when its host state says the rules
-expired (``robots_until``), which only schedules the fetch; whether a page may
-be fetched is decided by the rules in the cache alone (``screen``). A page
-whose origin has no usable rules there (an entry lost or unreadable in the
-store, one of a format this version does not read) is never fetched: the
-worker gives it back and its origin's robots.txt is fetched first.
-
-``screen``, ``stale_rules`` and ``keep`` run on the worker's frontier thread
-(the only one that reads and writes the store behind the cache); ``run`` on a
-fetch thread. A host's politeness clock runs from when its response finished
-arriving (``finished``), as the frontier applies it.
+**Which thread.** ``Pipeline`` runs on the worker's fetch threads, which share
+one: ``run`` (a lease to its ``Fetched``) and ``prefetch``. What it holds is set
+when it is built or safe to share between threads (the DNS cache, the fetcher's
+pool, the cookie jars, the WARC writer and the payload index, the recent links).
+Before a lease reaches a fetch thread and after its ``Fetched`` comes back, the
+worker's frontier thread runs the fetch room's other side, ``FrontierGate``
+(hive.fetch.gate): it screens a lease by the robots.txt rules in its cache, the
+only owner of those rules, and keeps what a fetch settled. A robots.txt lease is
+fetched by ``RobotsFetch`` (hive.fetch.robots_fetch), on the same fetch thread.
+A host's politeness clock runs from when its response finished arriving
+(``finished``), as the frontier applies it.
 
 **Embeds** (page requisites: hive.fetch.requisites) are handed on as URLs like
 links, through the frontier (robots.txt and politeness as for any URL), with the
@@ -74,20 +73,17 @@ A redirect from an embed leads to an embed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from hive import __version__
 from hive.config import Config
-from hive.core.lease import PAGE, ROBOTS, Lease
+from hive.core.lease import ROBOTS, Lease
 from hive.core.politeness import Politeness
 from hive.core.recentlinks import recent_key
 from hive.core.record import (
@@ -109,30 +105,26 @@ from hive.fetch.client import Fetcher, FetchResult
 from hive.fetch.cookies import CookieJars, CookieLimits
 from hive.fetch.dns import AddressGuard, DnsCache, Resolver
 from hive.fetch.feeds import FeedReader
+from hive.fetch.fetched import Fetched
 from hive.fetch.headers import refresh_target, robots_nofollow
 from hive.fetch.parse import Scope, extract_links, media_type
 from hive.fetch.requisites import EmbedBudget, css_embeds
 from hive.fetch.revisits import PayloadIndex
-from hive.fetch.robots_cache import RobotsCache
+from hive.fetch.robots_fetch import RobotsFetch
 from hive.fetch.robots_policy import RobotsPolicy
 from hive.fetch.robots_rules import RobotsRules
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
-from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, robots_sitemaps, within_depth
+from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, within_depth
 from hive.fetch.sniff import listing_kind
 from hive.fetch.warc import Original, Truncation, WarcWriter
 from hive.netspec import Proxy
-from hive.outcome import Kind, Outcome
+from hive.outcome import Kind
 
 if TYPE_CHECKING:
     from hive.core.recentlinks import RecentLinks
 
 log = logging.getLogger(__name__)
 
-# Parsing a robots.txt holds ~60 bytes per byte of it while protego reads it (30 MB for a
-# 512 KB file of wildcards, bench/bench_robots.py): at most this many fetch threads parse
-# one larger than BIG_ROBOTS at once, so T threads meeting such files hold ~60 MB, not T x 30.
-ROBOTS_PARSES = 2
-BIG_ROBOTS = 64 << 10
 # Sitemaps are leased before the pages of their host (level 1, as seeds): they are few
 # (sitemaps.max_files_per_host) and say which pages matter.
 SITEMAP_HINT = 1
@@ -144,36 +136,6 @@ _LISTING_KINDS = {
 # The front-queue level of an embed: the highest, so a page's requisites are drawn soon
 # after it and an archive holds the page and its requisites as they were at one moment.
 EMBED_LEVEL = 1
-
-@dataclass(slots=True, kw_only=True)
-class Fetched(Outcome):
-    """A lease's one result: its Outcome, and what the worker hands on from it."""
-
-    lease: Lease
-    started: float
-    finished: float
-    size: int = 0
-    message: str = ""
-    mime: str = ""  # the response's Content-Type, for the crawl log
-    links: list[UrlRecord] = field(default_factory=list)
-    refused_links: Counter[str] = field(default_factory=Counter)
-    # The links refused by scope or a trap guard, to be counted by host and logged: (reason,
-    # url, depth).
-    refused: list[tuple[str, str, int]] = field(default_factory=list)
-    recent_links: int = 0
-    links_truncated: bool = False
-    embeds: int = 0  # of ``links``, how many are embeds
-    rules: RobotsRules | None = None
-    reason: str = ""  # why a lease was refused unfetched (the crawl log's reason)
-    listed: int = 0  # URLs a sitemap or feed listed (before scope and the recent links)
-    # Child sitemaps an index listed past sitemaps.max_files_per_host (same origin as the
-    # index, which the location rule asks): counted as refused, no record each.
-    capped: int = 0
-
-
-# What ``screen`` says of a lease: fetch it, give it back (its origin's rules are lost),
-# or the outcome it ends with unfetched.
-Screened = Literal["fetch", "lost"] | Fetched
 
 
 def hostname(key: str) -> str:
@@ -208,36 +170,10 @@ def warcinfo_fields(cfg: Config) -> list[tuple[str, str]]:
     return fields
 
 
-def robots_status(result: FetchResult) -> int | None:
-    """The status robots.txt's policy reads from a fetch: None unless the answer came whole.
-
-    A 2xx whose body was cut by a failure (connection dropped, timeout) or could
-    not be decoded is no robots.txt: taking it as an empty file would allow all.
-    Cut at the size cap (``too_large``, ``decoded_too_large``) it is a file: its
-    first ``robots.max_bytes`` are what RFC 9309 asks to parse.
-    """
-    if result.status is None:
-        return None
-    if result.outcome == Kind.REDIRECT or result.outcome.startswith("http_"):
-        return result.status
-    if result.outcome in (Kind.TOO_LARGE, Kind.DECODED_TOO_LARGE):
-        return result.status
-    if result.outcome != Kind.OK:
-        return None
-    codings = {
-        c.strip().lower()
-        for name, value in result.headers if name.lower() == "content-encoding"
-        for c in value.split(",")
-    } - {"", "identity"}
-    if codings and result.raw_body and result.body == result.raw_body:
-        return None  # a content coding the fetcher could not undo: the bytes are not the file
-    return result.status
-
-
 class Pipeline:
-    """The fetch pipeline of one worker (see the module docstring); shared by its threads.
+    """The fetch room's part on the fetch threads of one worker, which share it (see
+    the module docstring; its frontier thread's part is ``FrontierGate``).
 
-    ``load``/``store`` back the robots.txt rules cache (the worker's LMDB store);
     ``crawl_delay`` reads a leased host's Crawl-delay; ``recent`` holds the links
     handed on a moment ago (the worker's, which forgets those it could not hand
     on); ``closing`` is set when the worker closes, to cut a wait short;
@@ -251,8 +187,6 @@ class Pipeline:
         resolver: Resolver | None,
         warc_dir: Path,
         name: str,
-        load: Callable[[str], bytes | None],
-        store: Callable[[str, bytes], None],
         crawl_delay: Callable[[int], float],
         recent: RecentLinks,
         closing: threading.Event,
@@ -262,15 +196,12 @@ class Pipeline:
         self.dns = DnsCache.from_config(cfg.dns, resolver)
         self.guard = AddressGuard.from_config(cfg.dns, cfg.fetch.proxy_allow_nets)
         self.proxy = Proxy.parse(cfg.fetch.proxy, cfg.fetch.no_proxy)
-        self.robots_policy = RobotsPolicy.from_config(cfg)
-        self.robots = RobotsCache(
-            max(1, int(cfg.robots.cache_mb * (1 << 20))), self.robots_policy.agent,
-            load=load, store=store,
-        )
         self.politeness = Politeness.from_config(cfg.politeness)
         self.sitemaps = cfg.sitemaps.mode != "off"
+        policy = RobotsPolicy.from_config(cfg)
+        self.agent = policy.agent
+        self.robots_fetch = RobotsFetch(policy, self.politeness, self._get, self.sitemaps)
         self.listing_bytes = byte_cap(cfg.fetch.max_decoded_bytes)
-        self._robots_parses = threading.BoundedSemaphore(ROBOTS_PARSES)
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
         self.recent = recent
@@ -286,63 +217,7 @@ class Pipeline:
         self._crawl_delay = crawl_delay
         self._closing = closing
         self.payloads = payloads
-        self.counts: Counter[str] = Counter()
 
-    # -- the frontier thread ---------------------------------------------------------
-
-    def screen(self, lease: Lease, now: float) -> Screened:
-        """Whether a lease may be fetched, by its origin's rules in the cache.
-
-        A page its origin's rules disallow ends as ``robots``, one whose origin is
-        unreachable as ``robots_unreachable`` (a check over its budget refuses
-        too); a page whose origin has no rules in the cache is ``lost``: the
-        worker gives it back behind a new fetch of its origin's robots.txt. A page
-        ``listed`` by a sitemap outside the location rule is refused unless its
-        origin's robots.txt names that sitemap (with robots.txt off, nothing vouches).
-        """
-        if lease.kind != PAGE:
-            return "fetch"
-        record = lease.record
-        if not self.cfg.robots.enabled:
-            return (record.kind == LISTED and self._vouched(lease, (), now)) or "fetch"
-        rules = self.robots.get(record.url, now)
-        if rules is None:
-            return "lost"
-        if record.kind == LISTED and (refused := self._vouched(lease, rules.sitemaps, now)):
-            return refused
-        verdict = rules.check(record.url)
-        if verdict:
-            return "fetch"
-        if verdict is None:
-            self.counts["robots/over_budget"] += 1
-        refusal = Kind.ROBOTS_UNREACHABLE if rules.kind == "unreachable" else Kind.ROBOTS
-        return Fetched(refusal, contacted=False, lease=lease, started=now, finished=now)
-
-    def _vouched(self, lease: Lease, named: tuple[str, ...], now: float) -> Fetched | None:
-        """None if the sitemap that listed the lease may list it, else its refusal."""
-        record = lease.record
-        reason = scope_refusal(record.url, record.via, named)
-        if reason is None:
-            return None
-        return Fetched(
-            Kind.REFUSED, contacted=False, lease=lease, started=now, finished=now, reason=reason,
-            message="listed by a sitemap its robots.txt does not name",
-        )
-
-    def stale_rules(self, lease: Lease, now: float) -> RobotsRules | None:
-        """For a robots.txt lease: its origin's expired rules, which stand in if the
-        refetch fails (RFC 9309 section 2.4)."""
-        return self.robots.stale(lease.record.url, now) if lease.kind == ROBOTS else None
-
-    def keep(self, fetched: Fetched) -> None:
-        """Keep the robots.txt rules a fetch settled, in the cache and its store, and the
-        payloads archived meanwhile in the payload index's store."""
-        if fetched.rules is not None:
-            self.robots.put(fetched.lease.record.url, fetched.rules)
-        if self.payloads is not None:
-            self.payloads.persist()
-
-    # -- a fetch thread --------------------------------------------------------------
 
     def prefetch(self, host: str) -> None:
         """Look a newly bound host's name up before its first fetch needs it."""
@@ -353,12 +228,15 @@ class Pipeline:
         address, failed, message = self._address(lease.record.host_key, started)
         if address is None:
             if lease.kind == ROBOTS and failed == Kind.DNS:
-                return self._robots_outcome(lease, stale, None, b"", started, time.time(),
-                                            message)
+                return self.robots_fetch.outcome(lease, stale, None, b"", started, time.time(),
+                                                 message)
             return Fetched(failed, contacted=False, lease=lease, started=started,
                            finished=time.time(), message=message)
         if lease.kind == ROBOTS:
-            return self._fetch_robots(lease, stale, address, started)
+            fetched = self.robots_fetch.fetch(lease, stale, address, started)
+            if self.sitemaps and fetched.kind is Kind.ROBOTS_OK and fetched.rules is not None:
+                self._robots_sitemaps(fetched, fetched.rules.sitemaps)
+            return fetched
         record = lease.record
         host, reached = record.host_key, (record.via, record.path)
         result = self._get(record.url, address, host, reached)
@@ -618,7 +496,7 @@ class Pipeline:
             elif lower == "refresh" and refresh is None:
                 refresh = refresh_target(url, value)
         if tags and self.cfg.scope.honour_nofollow and robots_nofollow(
-            tags, self.robots_policy.agent
+            tags, self.agent
         ):
             if links:
                 fetched.refused_links["nofollow"] += len(links)
@@ -662,75 +540,6 @@ class Pipeline:
                 kind, path,
             ))
 
-    def _fetch_robots(
-        self, lease: Lease, stale: RobotsRules | None, address: str, started: float
-    ) -> Fetched:
-        """Fetch robots.txt, following redirects on the same host only (hive.fetch.robots_policy).
-
-        Every hop is a request to this host under its lease, so each waits the
-        host's delay after the last response, as its pages do. A hop to another
-        host (another politeness key) is not requested: the 3xx stands, and the
-        policy reads it as an unavailable robots.txt.
-        """
-        url, hops = lease.record.url, 0
-        while True:
-            result = self._get(url, address)
-            target = (
-                self.robots_policy.next_hop(url, result.location, hops)
-                if result.outcome == Kind.REDIRECT else None
-            )
-            if target is None:
-                break
-            try:
-                target = canonicalize(target)
-            except URLError:
-                break
-            if host_key(target) != lease.record.host_key:
-                message = f"robots.txt redirects to another host: {target}"
-                return self._robots_outcome(
-                    lease, stale, result.status, b"", started, result.finished, message
-                )
-            wait = self.politeness.delay(result.download_time)
-            time.sleep(max(0.0, result.finished + wait - time.time()))
-            url, hops = target, hops + 1
-        return self._robots_outcome(
-            lease, stale, robots_status(result), result.body, started, result.finished,
-            result.message, result.retry_after,
-        )
-
-    def _robots_outcome(
-        self, lease: Lease, stale: RobotsRules | None, status: int | None, body: bytes,
-        started: float, finished: float, message: str, retry_after: float | None = None,
-    ) -> Fetched:
-        gate = self._robots_parses if len(body) > BIG_ROBOTS else contextlib.nullcontext()
-        named: tuple[str, ...] = ()
-        if self.sitemaps and body and status is not None and 200 <= status < 300:
-            named = tuple(robots_sitemaps(body, lease.record.url))
-        with gate:
-            decision = self.robots_policy.from_fetch(
-                status, body, finished, attempt=lease.record.attempts + 1,
-                retry_after=retry_after, stale=stale, sitemaps=named,
-            )
-        contacted = status is not None
-        rules = decision.rules
-        fetched = Fetched(
-            Kind.ROBOTS_OK, status, contacted, lease=lease, started=started, finished=finished,
-            size=len(body), message=message,
-            rules=rules if decision.final or decision.stale else None,
-        )
-        if decision.unreachable:
-            fetched.kind, fetched.robots_until = Kind.ROBOTS_UNREACHABLE, rules.expires
-        elif decision.stale:
-            fetched.kind, fetched.robots_until = Kind.ROBOTS_STALE, rules.expires
-            fetched.crawl_delay = rules.crawl_delay()
-        elif decision.retry_at is not None:
-            fetched.kind, fetched.retry_after = Kind.ROBOTS_RETRY, decision.retry_at - finished
-        else:
-            fetched.robots_until, fetched.crawl_delay = rules.expires, rules.crawl_delay()
-            if self.sitemaps:
-                self._robots_sitemaps(fetched, named)
-        return fetched
-
     def _robots_sitemaps(self, fetched: Fetched, named: tuple[str, ...]) -> None:
         """Hand on the sitemaps a robots.txt names, or its origin's /sitemap.xml when it
         names none and the mode is ``robots+default``."""
@@ -742,7 +551,6 @@ class Pipeline:
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.dns.stats())
-        out.update(self.robots.stats())
         out.update(self.fetcher.stats())
         if self.warc is not None:
             out.update(self.warc.stats())
@@ -750,7 +558,6 @@ class Pipeline:
             out.update(self.payloads.stats())
         if self.cookies is not None:
             out.update(self.cookies.stats())
-        out.update(self.counts)
         return out
 
     def close(self) -> None:

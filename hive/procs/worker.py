@@ -44,7 +44,9 @@ from hive.core.urls import canonicalize, host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
 from hive.fetch.dns import Resolver
-from hive.fetch.pipeline import Fetched, Pipeline
+from hive.fetch.fetched import Fetched
+from hive.fetch.gate import FrontierGate
+from hive.fetch.pipeline import Pipeline
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots_rules import RobotsRules
 from hive.frontier.frontier import HANDOFF_FAILED, Frontier
@@ -129,10 +131,14 @@ class Worker:
                                     known=self.frontier.store.keys("payloads"))
             if cfg.warc.dedup_from:
                 self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
+        # The fetch room's two sides: the gate on this (the frontier) thread, the pipeline
+        # on the fetch threads.
+        self.gate = FrontierGate(cfg, load=self._load_robots, store=self._store_robots,
+                                 payloads=payloads)
         self.pipeline = Pipeline(
             cfg, resolver=resolver, warc_dir=warc_dir or directory / "warc", name=name,
-            load=self._load_robots, store=self._store_robots, crawl_delay=self._crawl_delay,
-            recent=self.recent, closing=self._closing, payloads=payloads,
+            crawl_delay=self._crawl_delay, recent=self.recent, closing=self._closing,
+            payloads=payloads,
         )
         self.crawl_log = CrawlLog(
             log_dir or directory / "logs", DataDir.crawl_log_stem(worker_id),
@@ -247,9 +253,9 @@ class Worker:
                 wake_at = ready.wake_at
                 break
             lease = ready.lease
-            screened = self.pipeline.screen(lease, now)
+            screened = self.gate.screen(lease, now)
             if screened == "fetch":
-                dispatch.append((lease, self.pipeline.stale_rules(lease, now)))
+                dispatch.append((lease, self.gate.stale_rules(lease, now)))
             elif screened == "lost":
                 self.frontier.robots_lost(lease, now)
             else:
@@ -282,7 +288,7 @@ class Worker:
             except queue.Empty:
                 return
             self.in_flight -= 1
-            self.pipeline.keep(fetched)
+            self.gate.keep(fetched)
             if fetched.links:
                 self._hand_on(fetched, now)
             self._record(fetched, now)
@@ -487,6 +493,7 @@ class Worker:
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.frontier.stats())
+        out.update(self.gate.stats())
         out.update(self.pipeline.stats())
         out.update(self.counts)
         out["worker/in_flight"] = self.in_flight

@@ -21,7 +21,8 @@ from hive import config
 from hive.core.lease import ROBOTS, Lease
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_hash
-from hive.fetch.pipeline import BIG_ROBOTS, ROBOTS_PARSES, Fetched
+from hive.fetch.fetched import Fetched
+from hive.fetch.robots_fetch import BIG_ROBOTS, ROBOTS_PARSES
 from hive.fetch.robots_rules import RobotsRules
 from hive.outcome import Kind
 from hive.procs.worker import Worker
@@ -582,7 +583,7 @@ def test_big_robots_files_are_parsed_a_few_at_a_time(
     lease = Lease(ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
     try:
         threads = [
-            threading.Thread(target=worker.pipeline._robots_outcome,
+            threading.Thread(target=worker.pipeline.robots_fetch.outcome,
                              args=(lease, None, 200, body, 0.0, 0.0, ""))
             for _ in range(8)
         ]

@@ -1,0 +1,50 @@
+"""What a lease ends as: ``Fetched``, and what the frontier gate says of one (``Screened``).
+
+A fetch ends as one ``Fetched``: it is the Outcome the frontier applies and it
+carries what the worker hands on (links, refusals, robots.txt rules), so no
+second result is made per page. The fetch threads make it (hive.fetch.pipeline,
+hive.fetch.robots_fetch), and so does the frontier gate for a lease it refuses
+unfetched (hive.fetch.gate); the frontier thread applies it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hive.core.lease import Lease
+from hive.core.record import UrlRecord
+from hive.fetch.robots_rules import RobotsRules
+from hive.outcome import Outcome
+
+
+@dataclass(slots=True, kw_only=True)
+class Fetched(Outcome):
+    """A lease's one result: its Outcome, and what the worker hands on from it."""
+
+    lease: Lease
+    started: float
+    finished: float
+    size: int = 0
+    message: str = ""
+    mime: str = ""  # the response's Content-Type, for the crawl log
+    links: list[UrlRecord] = field(default_factory=list)
+    refused_links: Counter[str] = field(default_factory=Counter)
+    # The links refused by scope or a trap guard, to be counted by host and logged: (reason,
+    # url, depth).
+    refused: list[tuple[str, str, int]] = field(default_factory=list)
+    recent_links: int = 0
+    links_truncated: bool = False
+    embeds: int = 0  # of ``links``, how many are embeds
+    rules: RobotsRules | None = None
+    reason: str = ""  # why a lease was refused unfetched (the crawl log's reason)
+    listed: int = 0  # URLs a sitemap or feed listed (before scope and the recent links)
+    # Child sitemaps an index listed past sitemaps.max_files_per_host (same origin as the
+    # index, which the location rule asks): counted as refused, no record each.
+    capped: int = 0
+
+
+# What ``FrontierGate.screen`` says of a lease: fetch it, give it back (its origin's rules
+# are lost), or the outcome it ends with unfetched.
+Screened = Literal["fetch", "lost"] | Fetched
