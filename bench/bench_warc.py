@@ -14,7 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hive.fetch.warc import WarcWriter, gzip_member, metadata_record, record_id
+from hive.fetch.warc import WarcWriter
+from hive.fetch.warc_records import gzip_member, metadata_record, record_id
 
 BODY = (b"<!doctype html><html><body>" + b"<p>lorem ipsum dolor sit amet</p>\n" * 150)[:5000]
 URL = "http://h017.web.test:8080/p/42.html"

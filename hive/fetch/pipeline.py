@@ -116,7 +116,8 @@ from hive.fetch.robots_rules import RobotsRules
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, within_depth
 from hive.fetch.sniff import listing_kind
-from hive.fetch.warc import Original, Truncation, WarcWriter
+from hive.fetch.warc import Original, WarcWriter
+from hive.fetch.warc_records import Truncation
 from hive.netspec import Proxy
 from hive.outcome import Kind
 

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 import cli
 from hive.fetch import cdxj
-from hive.fetch.warc import Original, WarcWriter, gzip_member, sha1_digest, warc_record
+from hive.fetch.warc import Original, WarcWriter
+from hive.fetch.warc_records import gzip_member, sha1_digest, warc_record
 from tests.io.test_warc import EXCHANGES, clock, exchange, warc_files
 
 

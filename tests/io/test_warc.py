@@ -27,13 +27,12 @@ from warcio.checker import Checker
 from warcio.timeutils import iso_date_to_datetime
 
 from hive import config
-from hive.fetch import cdxj, warc
-from hive.fetch.warc import (
-    WarcWriter,
+from hive.fetch import cdxj, warc, warc_records
+from hive.fetch.warc import WarcWriter, recover
+from hive.fetch.warc_records import (
     gzip_member,
     http_head,
     record_id,
-    recover,
     rewrite_transfer_encoding,
     sha1_digest,
     warc_date,
@@ -571,7 +570,7 @@ def test_the_request_record_is_the_request_as_the_server_received_it(tmp_path: P
 
 def test_digest_text_is_base32() -> None:
     for sha1 in (bytes(20), b"\xff" * 20, *(os.urandom(20) for _ in range(2000))):
-        assert warc.digest_text(sha1) == "sha1:" + base64.b32encode(sha1).decode()
+        assert warc_records.digest_text(sha1) == "sha1:" + base64.b32encode(sha1).decode()
 
 
 def test_warc_date_rounds_as_datetime() -> None:
@@ -585,10 +584,11 @@ def test_warc_date_rounds_as_datetime() -> None:
 
 def test_record_ids_carry_into_their_upper_digits(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kept text of the upper 80 bits follows the counter's carry out of the last 48."""
-    ids = warc._RecordIds()
+    ids = warc_records._RecordIds()
     monkeypatch.setattr(ids, "_base", (1 << 48) - 3)
     values = [ids()[10:-1] for _ in range(6)]
-    expected = [uuid.UUID(int=(((1 << 48) - 3 + k) & warc._UUID_RANDOM) | warc._UUID_V4)
+    expected = [uuid.UUID(int=(((1 << 48) - 3 + k) & warc_records._UUID_RANDOM)
+                          | warc_records._UUID_V4)
                 for k in range(1, 7)]
     assert values == [str(value) for value in expected]
 
@@ -603,5 +603,5 @@ def test_record_ids_carry_into_their_upper_digits(monkeypatch: pytest.MonkeyPatc
     [],
 ])
 def test_response_head_is_http_head_of_the_renamed_headers(headers: list[tuple[str, str]]) -> None:
-    assert warc._response_head("HTTP/1.1 200 OK", headers) == http_head(
+    assert warc_records.stored_response_head("HTTP/1.1 200 OK", headers) == http_head(
         "HTTP/1.1 200 OK", rewrite_transfer_encoding(headers))
