@@ -56,6 +56,7 @@ from hive.core.recentlinks import RecentLinks
 from hive.core.record import SITEMAP, UrlRecord
 from hive.core.urls import host_hash
 from hive.fetch.pipeline import Pipeline
+from hive.fetch.sinks import SinkContext, Sinks
 from hive.fetch.sitemaps import MAX_URLS, SitemapReader
 from hive.frontier.verify import verify_store
 from hive.outcome import Kind
@@ -125,7 +126,7 @@ def pipeline_case(port: int, name: str, work: Path) -> Callable[[], dict[str, fl
     cfg = config.load(environ={}).replace(
         dns={"resolve": [f"{HOST}={ADDRESS}"], "allow_nets": [f"{ADDRESS}/32"]})
     pipeline = Pipeline(
-        cfg, resolver=None, warc_dir=work / "warc", name="00",
+        cfg, resolver=None, sinks=Sinks.from_config(SinkContext(cfg, "00", work / "warc")),
         crawl_delay=lambda hh: 0.0, closing=threading.Event(),
         recent=RecentLinks(int(cfg.hive.recent_links_mb * MIB)),
     )

@@ -178,6 +178,11 @@ class WarcConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputsConfig:
+    sinks: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     level: str
     crawl_log_max_bytes: int
@@ -219,6 +224,7 @@ class Config:
     parse: ParseConfig
     sitemaps: SitemapsConfig
     warc: WarcConfig
+    outputs: OutputsConfig
     log: LogConfig
     hive: HiveConfig
 
@@ -370,6 +376,17 @@ def _check_whole(cfg: Config) -> None:
         )
     if cfg.warc.dedup_from and not Path(cfg.warc.dedup_from).is_file():
         raise ConfigError(f"warc.dedup_from: no such file: {cfg.warc.dedup_from}")
+    _check_sinks(cfg.outputs.sinks)
+
+
+def _check_sinks(sinks: list[str]) -> None:
+    """Each sink is named once, by a ``module:function`` path that loads (hive.fetch.sinks)."""
+    for i, path in enumerate(sinks):
+        if ":" not in path:
+            raise ConfigError(f"outputs.sinks: expected 'module:function', got {path!r}")
+        if path in sinks[:i]:
+            raise ConfigError(f"outputs.sinks: {path!r} is named twice")
+        load_object("outputs.sinks", path)
 
 
 def _check_metrics(cfg: HiveConfig) -> None:

@@ -31,9 +31,9 @@ from hive.config import Config
 from hive.core.lease import PAGE, ROBOTS, Lease
 from hive.core.record import LISTED
 from hive.fetch.fetched import Fetched, Screened
-from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots_cache import RobotsCache
 from hive.fetch.robots_rules import RobotsRules, product_token
+from hive.fetch.sinks import Sinks
 from hive.fetch.sitemap_policy import scope_refusal
 from hive.outcome import Kind
 
@@ -42,8 +42,8 @@ class FrontierGate:
     """The frontier thread's side of the fetch room (see the module docstring).
 
     ``load``/``store`` back the robots.txt rules cache (the worker's LMDB store);
-    ``payloads``: the worker's payload index, whose entries the fetch threads
-    archived meanwhile are moved into its store by ``keep``.
+    ``sinks``: the worker's outputs (hive.fetch.sinks), whose state the fetch threads
+    left for the store ``keep`` has them persist.
     """
 
     def __init__(
@@ -52,14 +52,14 @@ class FrontierGate:
         *,
         load: Callable[[str], bytes | None],
         store: Callable[[str, bytes], None],
-        payloads: PayloadIndex | None = None,
+        sinks: Sinks,
     ) -> None:
         self.obey_robots = cfg.robots.enabled
         self.robots = RobotsCache(
             max(1, int(cfg.robots.cache_mb * (1 << 20))), product_token(cfg.fetch.user_agent),
             load=load, store=store,
         )
-        self.payloads = payloads
+        self.sinks = sinks
         self.counts: Counter[str] = Counter()
 
     def screen(self, lease: Lease, now: float) -> Screened:
@@ -107,12 +107,12 @@ class FrontierGate:
         return self.robots.stale(lease.record.url, now) if lease.kind == ROBOTS else None
 
     def keep(self, fetched: Fetched) -> None:
-        """Keep the robots.txt rules a fetch settled, in the cache and its store, and the
-        payloads archived meanwhile in the payload index's store."""
+        """Keep the robots.txt rules a fetch settled, in the cache and its store, and have
+        the sinks persist what the fetch threads left them (the WARC sink: the payloads
+        archived meanwhile, into the payload index's store)."""
         if fetched.rules is not None:
             self.robots.put(fetched.lease.record.url, fetched.rules)
-        if self.payloads is not None:
-            self.payloads.persist()
+        self.sinks.persist()
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.robots.stats())

@@ -1,12 +1,13 @@
-"""The fetch pipeline: one lease from the frontier to its Outcome.
+"""The fetch pipeline: one lease, on a fetch thread, from the frontier to its Outcome.
 
 lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
-→ robots.txt → fetch through the one fetcher → WARC records (flushed before
-the outcome is returned; a payload archived before is a revisit record,
-hive.fetch.revisits) → links from HTML and headers, embeds from HTML and CSS
-→ scope → ``Fetched``.
+→ fetch through the one fetcher (a robots.txt lease: hive.fetch.robots_fetch)
+→ each exchange to the sinks, in order (hive.fetch.sinks; the first, the WARC
+sink, has its records in the kernel before the outcome is returned) → links
+from HTML and headers, embeds from HTML and CSS → scope → ``Fetched``.
 Every failure becomes an outcome kind; nothing raises out of ``run`` but a bug
-or a disk that cannot take the WARC records.
+or a required sink that failed (a disk that cannot take the WARC records).
+The pipeline knows no output's format: it hands each exchange on.
 
 **Sitemaps and feeds** (``sitemaps.mode`` other than ``off``). Where they
 come from: the ``Sitemap:`` lines of every robots.txt read whole (kept with
@@ -73,15 +74,12 @@ A redirect from an embed leads to an embed.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hive import __version__
 from hive.config import Config
 from hive.core.lease import ROBOTS, Lease
 from hive.core.politeness import Politeness
@@ -109,15 +107,13 @@ from hive.fetch.fetched import Fetched
 from hive.fetch.headers import refresh_target, robots_nofollow
 from hive.fetch.parse import Scope, extract_links, media_type
 from hive.fetch.requisites import EmbedBudget, css_embeds
-from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots_fetch import RobotsFetch
 from hive.fetch.robots_policy import RobotsPolicy
 from hive.fetch.robots_rules import RobotsRules
+from hive.fetch.sinks import Exchange, Sinks
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, within_depth
 from hive.fetch.sniff import listing_kind
-from hive.fetch.warc import Original, WarcWriter
-from hive.fetch.warc_records import Truncation
 from hive.netspec import Proxy
 from hive.outcome import Kind
 
@@ -146,39 +142,14 @@ def hostname(key: str) -> str:
     return key.rsplit(":", 1)[0] if ":" in key else key
 
 
-def truncation(result: FetchResult) -> Truncation | None:
-    """WARC-Truncated's reason for an incomplete body: the size cap, the clock, the
-    connection dropped mid-body (reset, or closed short of its length), or else."""
-    if not result.truncated:
-        return None
-    if result.outcome == Kind.TOO_LARGE:
-        return "length"
-    if result.outcome == Kind.TIMEOUT:
-        return "time"
-    return "disconnect" if result.outcome in (Kind.CONNECT, Kind.PROTOCOL) else "unspecified"
-
-
-def warcinfo_fields(cfg: Config) -> list[tuple[str, str]]:
-    """What a warcinfo record says of the crawl: its robots policy and the headers it sends."""
-    fields = [
-        ("robots", "obey" if cfg.robots.enabled else "ignore"),
-        ("http-header-user-agent", cfg.fetch.user_agent),
-    ]
-    for line in cfg.fetch.headers:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "from":
-            fields.append(("http-header-from", value.strip()))
-    return fields
-
-
 class Pipeline:
     """The fetch room's part on the fetch threads of one worker, which share it (see
     the module docstring; its frontier thread's part is ``FrontierGate``).
 
     ``crawl_delay`` reads a leased host's Crawl-delay; ``recent`` holds the links
     handed on a moment ago (the worker's, which forgets those it could not hand
-    on); ``closing`` is set when the worker closes, to cut a wait short;
-    ``payloads``: the worker's payload index, None to archive every payload whole.
+    on); ``closing`` is set when the worker closes, to cut a wait short; ``sinks``:
+    where each exchange goes (hive.fetch.sinks), which the worker owns and closes.
     """
 
     def __init__(
@@ -186,12 +157,10 @@ class Pipeline:
         cfg: Config,
         *,
         resolver: Resolver | None,
-        warc_dir: Path,
-        name: str,
+        sinks: Sinks,
         crawl_delay: Callable[[int], float],
         recent: RecentLinks,
         closing: threading.Event,
-        payloads: PayloadIndex | None = None,
     ) -> None:
         self.cfg = cfg
         self.dns = DnsCache.from_config(cfg.dns, resolver)
@@ -208,16 +177,10 @@ class Pipeline:
         self.recent = recent
         self.cookies = (CookieJars(CookieLimits.from_config(cfg.fetch)) if cfg.fetch.cookies
                         else None)
-        self.warc = (
-            WarcWriter.from_config(
-                cfg.warc, warc_dir, f"hive-{name}", f"hive/{__version__}",
-                info=warcinfo_fields(cfg),
-            )
-            if cfg.warc.enabled else None
-        )
+        self.sinks = sinks
+        self._to_sinks = bool(sinks)
         self._crawl_delay = crawl_delay
         self._closing = closing
-        self.payloads = payloads
 
 
     def prefetch(self, host: str) -> None:
@@ -293,10 +256,10 @@ class Pipeline:
         self, url: str, address: str, host: str | None = None,
         reached: tuple[str, str] = ("", HOP_PREREQUISITE),
     ) -> FetchResult:
-        """GET url, its cookies sent and kept when cookies are on, and archive the exchange
-        (the request as the fetcher sent it, byte for byte) and how url was reached
-        (``reached``: the URL it was found on and its hop path; robots.txt is a
-        prerequisite)."""
+        """GET url, its cookies sent and kept when cookies are on, and hand the exchange to
+        the sinks (the request as the fetcher sent it, byte for byte) with how url was
+        reached (``reached``: the URL it was found on and its hop path; robots.txt is a
+        prerequisite). A required sink's failure raises (hive.fetch.sinks)."""
         host = host or host_key(url)
         via = self._via(host, time.time())[0] if self.proxy is not None else ""
         if self.cookies is None:
@@ -305,30 +268,9 @@ class Pipeline:
             cookie = self.cookies.header(host, url)
             result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
             self.cookies.keep(host, url, result.headers)
-        if self.warc is not None and result.status is not None:
-            self._archive(self.warc, url, address, result, reached)
+        if self._to_sinks and result.status is not None:
+            self.sinks.write(Exchange.of(url, address, result, reached[0], reached[1]))
         return result
-
-    def _archive(
-        self, warc: WarcWriter, url: str, address: str, result: FetchResult,
-        reached: tuple[str, str],
-    ) -> None:
-        """Write the exchange's records: a revisit if its whole payload was archived before."""
-        body, index, truncated = result.raw_body, self.payloads, truncation(result)
-        sha1 = hashlib.sha1(body).digest()
-        indexed = index is not None and truncated is None and len(body) >= index.min_bytes
-        original = index.find(sha1) if index is not None and indexed else None
-        where = warc.write_exchange(
-            url=url, ip=address, request=result.request_bytes,
-            status_line=result.status_line, response_headers=result.headers,
-            body=body, truncated=truncated, date=result.started, payload_sha1=sha1,
-            original=original, via=reached[0], hop_path=reached[1],
-        )
-        if index is not None and indexed:
-            if original is None:
-                index.archived(sha1, Original(url, where.date, where.record_id))
-            else:
-                index.revisited(len(body))
 
     def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:
         record = lease.record
@@ -553,15 +495,9 @@ class Pipeline:
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.dns.stats())
         out.update(self.fetcher.stats())
-        if self.warc is not None:
-            out.update(self.warc.stats())
-        if self.payloads is not None:
-            out.update(self.payloads.stats())
         if self.cookies is not None:
             out.update(self.cookies.stats())
         return out
 
     def close(self) -> None:
-        if self.warc is not None:
-            self.warc.close()
         self.fetcher.close()

@@ -49,6 +49,7 @@ from hive.fetch.gate import FrontierGate
 from hive.fetch.pipeline import Pipeline
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.robots_rules import RobotsRules
+from hive.fetch.sinks import SinkContext, Sinks
 from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
 from hive.procs.fetchtimes import FetchTimes
@@ -131,14 +132,15 @@ class Worker:
                                     known=self.frontier.store.keys("payloads"))
             if cfg.warc.dedup_from:
                 self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
+        self.sinks = Sinks.from_config(
+            SinkContext(cfg, name, warc_dir or directory / "warc", payloads))
         # The fetch room's two sides: the gate on this (the frontier) thread, the pipeline
         # on the fetch threads.
         self.gate = FrontierGate(cfg, load=self._load_robots, store=self._store_robots,
-                                 payloads=payloads)
+                                 sinks=self.sinks)
         self.pipeline = Pipeline(
-            cfg, resolver=resolver, warc_dir=warc_dir or directory / "warc", name=name,
-            crawl_delay=self._crawl_delay, recent=self.recent, closing=self._closing,
-            payloads=payloads,
+            cfg, resolver=resolver, sinks=self.sinks, crawl_delay=self._crawl_delay,
+            recent=self.recent, closing=self._closing,
         )
         self.crawl_log = CrawlLog(
             log_dir or directory / "logs", DataDir.crawl_log_stem(worker_id),
@@ -486,6 +488,7 @@ class Worker:
                         "their URLs stay pending", busy)
         self.frontier.close(time.time())
         self.crawl_log.close()
+        self.sinks.close()
         self.pipeline.close()
         if not busy:
             os.close(self.wake_fd)
@@ -495,6 +498,7 @@ class Worker:
         out: dict[str, float] = dict(self.frontier.stats())
         out.update(self.gate.stats())
         out.update(self.pipeline.stats())
+        out.update(self.sinks.stats())
         out.update(self.counts)
         out["worker/in_flight"] = self.in_flight
         out["links/recent_bytes"] = self.recent.held_bytes
