@@ -70,7 +70,7 @@ class Kind(StrEnum):
     CRAWL_DELAY_TOO_LONG = "crawl_delay_too_long"
     # A URL refused before it was queued (the crawl log's line for it; its reason says why),
     # or, leased, before it was fetched (a page listed by a sitemap its origin does not vouch
-    # for, hive.fetch.pipeline).
+    # for, hive.fetch.gate).
     REFUSED = "refused"
     # A sitemap or feed lease (hive.fetch.pipeline) whose response was read: whole, cut at a
     # limit (what came before the cut was taken), or at a fault (likewise).

@@ -12,10 +12,13 @@ a lease is on disk before its fetch starts), and only then dispatches the
 leases. Busy threads do not wake it per page: a turn takes several finished
 fetches at once.
 
-A fetch thread runs one lease at a time through the fetch pipeline
-(hive.fetch.pipeline: DNS, address guard, robots.txt, fetch, WARC, links,
-scope) and queues its ``Fetched`` for the frontier thread; a bug in a fetch
-becomes an ``error`` outcome, never a dead thread or a lost lease. The payload
+The fetch room works on both sides of the thread boundary: the frontier
+thread screens each lease and keeps what its fetch settled through the gate
+(hive.fetch.gate: robots.txt rules), and a fetch thread runs one lease at a
+time through the fetch pipeline (hive.fetch.pipeline: DNS, address guard,
+fetch, the sinks with the WARC first, links, scope) and queues its ``Fetched``
+for the frontier thread; a bug in a fetch becomes an ``error`` outcome, never a
+dead thread or a lost lease. The payload
 index (hive.fetch.revisits) is the one part of the store a fetch thread reads,
 through its own read transactions; the frontier thread writes it.
 """
