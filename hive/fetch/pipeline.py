@@ -51,7 +51,7 @@ robots.txt rules), so no second result is made per page. The client's
 **Which thread.** ``Pipeline`` runs on the worker's fetch threads, which share
 one: ``run`` (a lease to its ``Fetched``) and ``prefetch``. What it holds is set
 when it is built or safe to share between threads (the DNS cache, the fetcher's
-pool, the cookie jars, the WARC writer and the payload index, the recent links).
+pool, the cookie jars, the sinks, the recent links).
 Before a lease reaches a fetch thread and after its ``Fetched`` comes back, the
 worker's frontier thread runs the fetch room's other side, ``FrontierGate``
 (hive.fetch.gate): it screens a lease by the robots.txt rules in its cache, the
@@ -181,7 +181,6 @@ class Pipeline:
         self._to_sinks = bool(sinks)
         self._crawl_delay = crawl_delay
         self._closing = closing
-
 
     def prefetch(self, host: str) -> None:
         """Look a newly bound host's name up before its first fetch needs it."""
