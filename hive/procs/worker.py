@@ -473,11 +473,12 @@ class Worker:
         self.frontier.commit(time.time())
 
     def close(self, join_timeout: float = 5.0) -> None:
-        """Stop the threads and close the frontier, the crawl log and the pipeline. A fetch
-        thread still busy after ``join_timeout`` (a fetch past every timeout, a huge parse)
-        is left to end with the process: its result is dropped (its URL stays pending, to
-        be fetched at the next start), and the wake pipe it may still write to stays open,
-        so its descriptor can never be reused under it by a file opened later."""
+        """Stop the threads and close the frontier, the crawl log, the sinks and the
+        pipeline. A fetch thread still busy after ``join_timeout`` (a fetch past every
+        timeout, a huge parse) is left to end with the process: its result is dropped (its
+        URL stays pending, to be fetched at the next start), and the wake pipe it may still
+        write to stays open, so its descriptor can never be reused under it by a file
+        opened later."""
         self._closing.set()
         for _ in self._threads:
             self._jobs.put(None)
