@@ -51,7 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hive import config
-from hive.core.lease import PAGE, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.recentlinks import RecentLinks
 from hive.core.record import SITEMAP, UrlRecord
 from hive.core.urls import host_hash
@@ -134,7 +134,7 @@ def pipeline_case(port: int, name: str, work: Path) -> Callable[[], dict[str, fl
     def fetch(path: str) -> object:
         key = f"{HOST}:{port}"
         record = UrlRecord(f"http://{key}/{path}", key, 0, "", 0, 0, 1, SITEMAP)
-        return pipeline.run(Lease(PAGE, host_hash(key), record, b""), None, time.time())
+        return pipeline.run(Lease(LeaseKind.PAGE, host_hash(key), record, b""), None, time.time())
 
     warm = fetch("small.xml")
     assert getattr(warm, "kind", None) is Kind.SITEMAP_OK, warm

@@ -28,7 +28,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from hive.core.lease import ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import fingerprint, host_hash, host_key
@@ -138,10 +138,10 @@ def build(data: Path, procs: int) -> None:
             for lease in drain(f, now):
                 slow = lease.record.host_key.startswith("h1")
                 broken = lease.record.host_key.startswith("h2")
-                outcome = (ROBOTS_OK if lease.kind == ROBOTS else SLOW if slow
+                outcome = (ROBOTS_OK if lease.kind == LeaseKind.ROBOTS else SLOW if slow
                            else BROKEN if broken else OK)
                 f.done(lease, outcome, now, now + 0.05)
-                if lease.kind == ROBOTS:
+                if lease.kind == LeaseKind.ROBOTS:
                     f.store.put("robots", lease.record.host_key.encode(), b"rules")
             f.commit(now)
             now += 1.1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from enum import Enum
 
 from hive.core.lease import Lease
 from hive.core.record import UrlRecord
@@ -45,6 +45,14 @@ class Fetched(Outcome):
     capped: int = 0
 
 
-# What ``FrontierGate.screen`` says of a lease: fetch it, give it back (its origin's rules
-# are lost), or the outcome it ends with unfetched.
-Screened = Literal["fetch", "lost"] | Fetched
+class Verdict(Enum):
+    """What ``screen`` says of a lease it does not end: fetch it, or give it back (its
+    origin's rules are lost from the cache)."""
+
+    FETCH = "fetch"
+    LOST = "lost"
+
+
+# What ``FrontierGate.screen`` says of a lease: a verdict, or the outcome it ends with
+# unfetched.
+Screened = Verdict | Fetched

@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from hive.config import Config
-from hive.core.lease import PAGE, ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.record import LISTED
-from hive.fetch.fetched import Fetched, Screened
+from hive.fetch.fetched import Fetched, Screened, Verdict
 from hive.fetch.robots_cache import RobotsCache
 from hive.fetch.robots_rules import RobotsRules, product_token
 from hive.fetch.sinks import Sinks
@@ -72,19 +72,19 @@ class FrontierGate:
         ``listed`` by a sitemap outside the location rule is refused unless its
         origin's robots.txt names that sitemap (with robots.txt off, nothing vouches).
         """
-        if lease.kind != PAGE:
-            return "fetch"
+        if lease.kind != LeaseKind.PAGE:
+            return Verdict.FETCH
         record = lease.record
         if not self.obey_robots:
-            return (record.kind == LISTED and self._vouched(lease, (), now)) or "fetch"
+            return (record.kind == LISTED and self._vouched(lease, (), now)) or Verdict.FETCH
         rules = self.robots.get(record.url, now)
         if rules is None:
-            return "lost"
+            return Verdict.LOST
         if record.kind == LISTED and (refused := self._vouched(lease, rules.sitemaps, now)):
             return refused
         verdict = rules.check(record.url)
         if verdict:
-            return "fetch"
+            return Verdict.FETCH
         if verdict is None:
             self.counts["robots/over_budget"] += 1
         refusal = Kind.ROBOTS_UNREACHABLE if rules.kind == "unreachable" else Kind.ROBOTS
@@ -104,7 +104,8 @@ class FrontierGate:
     def stale_rules(self, lease: Lease, now: float) -> RobotsRules | None:
         """For a robots.txt lease: its origin's expired rules, which stand in if the
         refetch fails (RFC 9309 section 2.4)."""
-        return self.robots.stale(lease.record.url, now) if lease.kind == ROBOTS else None
+        robots = lease.kind is LeaseKind.ROBOTS
+        return self.robots.stale(lease.record.url, now) if robots else None
 
     def keep(self, fetched: Fetched) -> None:
         """Keep the robots.txt rules a fetch settled, in the cache and its store, and have

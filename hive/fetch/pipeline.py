@@ -81,7 +81,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hive.config import Config
-from hive.core.lease import ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.politeness import Politeness
 from hive.core.recentlinks import recent_key
 from hive.core.record import (
@@ -190,12 +190,12 @@ class Pipeline:
         """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it."""
         address, failed, message = self._address(lease.record.host_key, started)
         if address is None:
-            if lease.kind == ROBOTS and failed == Kind.DNS:
+            if lease.kind == LeaseKind.ROBOTS and failed == Kind.DNS:
                 return self.robots_fetch.outcome(lease, stale, None, b"", started, time.time(),
                                                  message)
             return Fetched(failed, contacted=False, lease=lease, started=started,
                            finished=time.time(), message=message)
-        if lease.kind == ROBOTS:
+        if lease.kind == LeaseKind.ROBOTS:
             fetched = self.robots_fetch.fetch(lease, stale, address, started)
             if self.sitemaps and fetched.kind is Kind.ROBOTS_OK and fetched.rules is not None:
                 self._robots_sitemaps(fetched, fetched.rules.sitemaps)

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hive.config import Config, FrontierConfig
-from hive.core.lease import PAGE, ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.politeness import Politeness
 from hive.core.record import LISTED, SITEMAP, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
@@ -547,9 +547,9 @@ class Frontier:
                     f"{scheme}://{host.host_key}/robots.txt", host.host_key,
                     attempts=robots_tries,
                 )
-                lease = Lease(ROBOTS, hh, robots, b"")
+                lease = Lease(LeaseKind.ROBOTS, hh, robots, b"")
             else:
-                lease = Lease(PAGE, hh, record, key)
+                lease = Lease(LeaseKind.PAGE, hh, record, key)
             store.txn.put(U64.pack(hh), lease.key, db=self._leases_db)
             store.ops += 1
             self.leased[hh] = lease
@@ -615,7 +615,7 @@ class Frontier:
         store.ops += 1
         host = back.bound[hh]
         kind = outcome.kind
-        page = lease.kind == PAGE
+        page = lease.kind is LeaseKind.PAGE
         retry = page and kind in self.retryable and lease.record.attempts < self.cfg.max_retries
         host_failure = kind in self.politeness.host_failures
         if outcome.contacted:
@@ -633,7 +633,7 @@ class Frontier:
                 lease.record.attempts + 1 if retry and host_failure else 0,
             )
             host.next_allowed = max(host.next_allowed, finished + host.delay)
-        if lease.kind == ROBOTS:
+        if lease.kind is LeaseKind.ROBOTS:
             self._robots_done(host, lease.record, outcome, finished)
         elif retry:
             lease.record.attempts += 1

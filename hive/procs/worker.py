@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive.config import Config
-from hive.core.lease import PAGE, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.recentlinks import RecentLinks, recent_key
 from hive.core.record import FEED, SITEMAP, UrlRecord, seed_kind
 from hive.core.ring import Ring
@@ -47,7 +47,7 @@ from hive.core.urls import canonicalize, host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
 from hive.fetch.dns import Resolver
-from hive.fetch.fetched import Fetched
+from hive.fetch.fetched import Fetched, Verdict
 from hive.fetch.gate import FrontierGate
 from hive.fetch.pipeline import Pipeline
 from hive.fetch.revisits import PayloadIndex
@@ -259,9 +259,9 @@ class Worker:
                 break
             lease = ready.lease
             screened = self.gate.screen(lease, now)
-            if screened == "fetch":
+            if screened is Verdict.FETCH:
                 dispatch.append((lease, self.gate.stale_rules(lease, now)))
-            elif screened == "lost":
+            elif screened is Verdict.LOST:
                 self.frontier.robots_lost(lease, now)
             else:
                 self._record(screened, now)
@@ -372,7 +372,7 @@ class Worker:
             self.counts[f"links/refused/{fetched.reason}"] += 1
             self.frontier.refusals.note(fetched.reason, record.host_key)
         listing = _LISTINGS.get(record.kind) or _READ_AS.get(kind)
-        if listing is not None and lease.kind == PAGE:
+        if listing is not None and lease.kind == LeaseKind.PAGE:
             self._count_listing(listing, record.host_key, fetched)
         self.crawl_log.write(
             fetched.finished, kind, record.url, status=fetched.status,

@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from hive.core.urlstate import UrlState
 from hive.errors import StoreError
 
 DB_NAMES = (
@@ -101,10 +102,14 @@ TIME_HOST = struct.Struct(">QQ")
 URL_KEY = struct.Struct(">QQ")
 TIME_HOST_LEVEL_SEQ = struct.Struct(">QQBQ")
 
-# URL states (the first byte of a ``urls`` value).
-PENDING = b"p"
-DONE = b"d"
-REFUSED = b"r"
+# How a URL state (hive.core.urlstate) is stored: the first byte of its ``urls`` value.
+URL_STATE_BYTES: dict[UrlState, bytes] = {
+    UrlState.PENDING: b"p", UrlState.DONE: b"d", UrlState.REFUSED: b"r",
+}
+_URL_STATES = {byte: state for state, byte in URL_STATE_BYTES.items()}
+PENDING = URL_STATE_BYTES[UrlState.PENDING]
+DONE = URL_STATE_BYTES[UrlState.DONE]
+REFUSED = URL_STATE_BYTES[UrlState.REFUSED]
 # A pending state's tail: its live entry's record kind (a page's "" written "p") and depth.
 _PENDING_TAIL = struct.Struct(">cH")
 PENDING_SIZE = 1 + _PENDING_TAIL.size
@@ -162,16 +167,24 @@ def resize_marker(store_name: str) -> bytes:
     return f"resize/{store_name}/".encode()
 
 
+def url_state(value: bytes) -> tuple[UrlState, str] | None:
+    """The state a ``urls`` value holds and the outcome or reason after its byte (a
+    pending state's tail is ``pending_entry``'s); None if its byte is no state's."""
+    state = _URL_STATES.get(value[:1])
+    return None if state is None else (state, value[1:].decode("utf-8", "replace"))
+
+
 def state_counters(state: bytes) -> tuple[str, ...]:
     """The meta counters a URL in ``state`` is counted in (as hive verify checks them)."""
-    kind, text = state[:1], state[1:].decode("utf-8", "replace")
-    if kind == PENDING:
+    found = url_state(state)
+    if found is None:
+        return ()
+    kind, text = found
+    if kind is UrlState.PENDING:
         return ("frontier/admitted",)
-    if kind == DONE:
+    if kind is UrlState.DONE:
         return ("frontier/admitted", f"frontier/done/{text}")
-    if kind == REFUSED:
-        return (f"frontier/refused/{text}",)
-    return ()
+    return (f"frontier/refused/{text}",)
 
 
 class Reads(Protocol):

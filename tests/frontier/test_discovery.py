@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.core.lease import ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.record import FEED, LISTED, PAGE, SITEMAP, UrlRecord
 from hive.frontier.frontier import Frontier
 from hive.frontier.hosts import HostState
@@ -41,7 +41,7 @@ def pages(f: Frontier, now: float, answer: Callable[[Lease], Outcome] = lambda _
             now = ready.wake_at
             continue
         lease = ready.lease
-        if lease.kind == ROBOTS:
+        if lease.kind == LeaseKind.ROBOTS:
             f.done(lease, ROBOTS_OK, now, now + 0.01)
         else:
             served.append(lease.record)
@@ -154,7 +154,7 @@ def test_an_entry_superseded_while_leased_is_fetched_once(opener: Callable[..., 
     url = "http://blog.test/feed.rss"
     f.admit([rec(url)], 0.0)
     robots = f.pop_ready(0.0).lease
-    assert robots is not None and robots.kind == ROBOTS
+    assert robots is not None and robots.kind == LeaseKind.ROBOTS
     f.done(robots, ROBOTS_OK, 0.0, 0.01)
     ready = f.pop_ready(5.0)
     assert ready.lease is not None and ready.lease.record.kind == PAGE

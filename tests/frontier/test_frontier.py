@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.core.lease import PAGE, ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.urls import host_hash
 from hive.frontier.frontier import MAX_FAILURES, Frontier
 from hive.frontier.refusals import MAX_PAIRS, STATS_HOSTS, describe
@@ -30,7 +30,7 @@ def serve(f: Frontier, now: float, download: float = 0.01) -> Lease | None:
     ready = f.pop_ready(now)
     if ready.lease is None:
         return None
-    outcome = ROBOTS_OK if ready.lease.kind == ROBOTS else OK
+    outcome = ROBOTS_OK if ready.lease.kind == LeaseKind.ROBOTS else OK
     f.done(ready.lease, outcome, now, now + download)
     return ready.lease
 
@@ -131,7 +131,7 @@ def test_robots_first_then_pages_with_delay(opener: Callable[..., Opener], reope
     f = o.open()
     f.admit([rec("http://a.test/1"), rec("http://a.test/2")], 0.0)
     first = lease_now(f, 0.0)
-    assert first.kind == ROBOTS and first.record.url == "http://a.test/robots.txt"
+    assert first.kind == LeaseKind.ROBOTS and first.record.url == "http://a.test/robots.txt"
     assert f.pop_ready(0.0).lease is None, "one fetch per host at a time"
     f.done(first, ROBOTS_OK, 0.4, 0.5)  # 0.1 s x factor 10: next at 1.5
     f.commit(0.5)
@@ -140,10 +140,10 @@ def test_robots_first_then_pages_with_delay(opener: Callable[..., Opener], reope
     ready = f.pop_ready(1.0)
     assert ready.lease is None and ready.wake_at == pytest.approx(1.5)
     page = lease_now(f, 1.5)
-    assert page.kind == PAGE and page.record.url in {"http://a.test/1", "http://a.test/2"}
+    assert page.kind == LeaseKind.PAGE and page.record.url in {"http://a.test/1", "http://a.test/2"}
     f.done(page, OK, 1.6, 1.7)
     assert f.pop_ready(2.6).lease is None
-    assert lease_now(f, 2.7).kind == PAGE
+    assert lease_now(f, 2.7).kind == LeaseKind.PAGE
     assert f.stats()["frontier/done/ok"] == 1
 
 
@@ -324,7 +324,8 @@ def test_not_contacted_outcome_keeps_the_clock(opener: Callable[..., Opener]) ->
     f.done(lease_now(f, 0.0), ROBOTS_OK, 0.0, 0.0)
     first = lease_now(f, 1.0)
     f.done(first, Outcome("robots", contacted=False), 1.0, 1.0)
-    assert lease_now(f, 1.0).kind == PAGE, "a URL refused by robots costs the host no delay"
+    assert lease_now(f, 1.0).kind == LeaseKind.PAGE, (
+        "a URL refused by robots costs the host no delay")
 
 
 def test_robots_unreachable_holds_its_origin_then_tries_again(
@@ -339,19 +340,19 @@ def test_robots_unreachable_holds_its_origin_then_tries_again(
     f.done(lease, Outcome("robots_retry", 503, retry_after=5.0), 0.0, 0.0)
     assert f.pop_ready(4.0).lease is None
     lease = lease_now(f, 5.0)
-    assert lease.kind == ROBOTS and lease.record.attempts == 1
+    assert lease.kind == LeaseKind.ROBOTS and lease.record.attempts == 1
     f.done(lease, Outcome("robots_unreachable", 503, robots_until=1000.0), 5.0, 5.0)
     page = lease_now(f, 100.0)
-    assert page.kind == PAGE, "the worker ends the origin's pages against its rules"
+    assert page.kind == LeaseKind.PAGE, "the worker ends the origin's pages against its rules"
     f.done(page, Outcome("robots_unreachable", contacted=False), 100.0, 100.0)
     page = lease_now(f, 100.0)
-    assert page.kind == PAGE
+    assert page.kind == LeaseKind.PAGE
     f.done(page, Outcome("robots_unreachable", contacted=False), 100.0, 100.0)
     f.admit([rec("http://bad.test/late")], 100.0)
     assert f.stats().get("frontier/refused/robots_unreachable", 0) == 0
     f.commit(100.0)
     retry = lease_now(f, 1000.0)
-    assert retry.kind == ROBOTS and retry.record.attempts == 0
+    assert retry.kind == LeaseKind.ROBOTS and retry.record.attempts == 0
     assert f.stats()["frontier/done/robots_unreachable"] == 2
 
 
@@ -361,18 +362,18 @@ def test_robots_txt_is_leased_per_scheme(opener: Callable[..., Opener]) -> None:
     f = o.open()
     f.admit([rec("https://a.test/1")], 0.0)
     lease = lease_now(f, 0.0)
-    assert (lease.kind, lease.record.url) == (ROBOTS, "https://a.test/robots.txt")
+    assert (lease.kind, lease.record.url) == (LeaseKind.ROBOTS, "https://a.test/robots.txt")
     f.done(lease, ROBOTS_OK, 0.0, 0.0)
     f.done(lease_now(f, 10.0), Outcome("ok", 200), 10.0, 10.0)
     f.admit([rec("http://a.test/2")], 20.0)
     lease = lease_now(f, 20.0)
-    assert (lease.kind, lease.record.url) == (ROBOTS, "http://a.test/robots.txt")
+    assert (lease.kind, lease.record.url) == (LeaseKind.ROBOTS, "http://a.test/robots.txt")
     f.done(lease, ROBOTS_OK, 20.0, 20.0)
     f = o.reopen(20.0)
     f.admit([rec("http://a.test/3"), rec("https://a.test/4")], 30.0)
     for now in (40.0, 50.0):
         page = lease_now(f, now)
-        assert page.kind == PAGE, "each origin's robots.txt state survived the reopen"
+        assert page.kind == LeaseKind.PAGE, "each origin's robots.txt state survived the reopen"
         f.done(page, OK, now, now)
 
 

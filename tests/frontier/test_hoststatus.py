@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hive.core.lease import ROBOTS
+from hive.core.lease import LeaseKind
 from hive.core.urls import host_hash
 from hive.frontier.frontier import Frontier
 from hive.outcome import Outcome
@@ -24,7 +24,7 @@ def crawl(f: Frontier, now: float, delays: dict[str, float]) -> None:
         lease = f.pop_ready(now).lease
         if lease is None:
             return
-        if lease.kind == ROBOTS:
+        if lease.kind == LeaseKind.ROBOTS:
             outcome = Outcome("robots_ok", 200, crawl_delay=delays.get(lease.record.host_key, 0.0),
                               robots_until=1e9)
         else:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hive.core.urlstate import UrlState
 from hive.errors import StoreError
 from hive.frontier.frontier import Frontier
+from hive.outcome import Kind, Outcome
 from hive.storage import schema
 from hive.storage.modes import read_only
 from hive.storage.schema import META_STATE, MetaState
@@ -38,6 +40,28 @@ def test_the_bytes_are_the_ones_earlier_hives_wrote_and_read() -> None:
     earlier = json.dumps({"seq": 9, "counts": counts, "back_queued": 1}).encode()
     assert MetaState(9, 1, counts).encode() == earlier
     assert MetaState.decode(earlier, Path("x")) == MetaState(9, 1, counts)
+
+
+def test_url_states_are_stored_as_earlier_hives_wrote_them(tmp_path: Path) -> None:
+    """Each state has its byte (a store written before the enum opens and reads the
+    same), a value round-trips, and a byte that is no state's is no state."""
+    assert schema.URL_STATE_BYTES == {
+        UrlState.PENDING: b"p", UrlState.DONE: b"d", UrlState.REFUSED: b"r"}
+    frontier = Frontier.from_config(tmp_path, small_config(robots={"enabled": False}))
+    frontier.admit([rec("http://a.test/1"), rec("http://a.test/2")], 1.0)
+    lease = frontier.pop_ready(1.0).lease
+    assert lease is not None
+    frontier.done(lease, Outcome(Kind.OK), 1.0, 1.0)
+    frontier.close(1.0)
+    with read_only(tmp_path) as txn:
+        stored = sorted(value for _, value in txn.items("urls"))
+    assert stored == [b"dok", schema.pending_state("", 1)] and stored[1][:1] == b"p"
+    assert [schema.url_state(v)[0] for v in stored if schema.url_state(v)] == [
+        UrlState.DONE, UrlState.PENDING]
+    assert schema.url_state(b"dok") == (UrlState.DONE, "ok")
+    assert schema.url_state(b"p") == (UrlState.PENDING, ""), "a bare p, as stores before wrote"
+    assert schema.url_state(b"x") is None and schema.state_counters(b"x") == ()
+    assert schema.state_counters(b"rtoo_deep") == ("frontier/refused/too_deep",)
 
 
 def test_a_store_without_a_state_loads_the_defaults(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hive.core.lease import ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.frontier.frontier import Frontier
 from hive.outcome import Outcome
 from tests.frontier.conftest import rec, small_config
@@ -78,7 +78,7 @@ class FrontierMachine(RuleBasedStateMachine):
         host = lease.record.host_key
         assert host not in self.leases, f"{host} leased twice"
         assert self.now >= self.allowed_at.get(host, 0.0) - 1e-6, (host, self.now)
-        if lease.kind != ROBOTS:
+        if lease.kind != LeaseKind.ROBOTS:
             assert lease.record.url in self.pending, lease.record.url
         self.leases[host] = lease
 
@@ -90,7 +90,7 @@ class FrontierMachine(RuleBasedStateMachine):
         self.sent.discard(host)
         lease = self.leases.pop(host)
         started, finished = self.now, self.now + download
-        if lease.kind == ROBOTS:
+        if lease.kind == LeaseKind.ROBOTS:
             outcome = Outcome("robots_ok", 200, robots_until=1e9)
         else:
             kind = data.draw(st.sampled_from(OUTCOMES))

@@ -14,7 +14,7 @@ from typing import Any
 import lmdb
 import pytest
 
-from hive.core.lease import ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.record import UrlRecord
 from hive.core.urls import fingerprint, host_hash
 from hive.errors import StoreError
@@ -56,7 +56,7 @@ def build(path: Path, *, crash: bool = False) -> None:
             if lease.record.host_key == STALLED:
                 continue
             slow = lease.record.host_key == "h1.test"
-            outcome = ROBOTS_OK if lease.kind == ROBOTS else SLOW if slow else OK
+            outcome = ROBOTS_OK if lease.kind == LeaseKind.ROBOTS else SLOW if slow else OK
             f.done(lease, outcome, now, now + 0.05)
         f.commit(now)
         now += 1.1
@@ -210,7 +210,7 @@ def test_random_runs_pass_after_every_close_and_crash(tmp_path: Path, seed: int)
             elif step < 0.85 and leased:
                 f.commit(now)
                 lease = leased.pop(rng.randrange(len(leased)))
-                if lease.kind == ROBOTS:
+                if lease.kind == LeaseKind.ROBOTS:
                     kind = rng.choice(["robots_ok"] * 8 + ["robots_retry", "robots_unreachable"])
                     outcome = Outcome(kind, robots_until=1e9)
                 else:

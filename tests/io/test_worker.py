@@ -18,7 +18,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
-from hive.core.lease import ROBOTS, Lease
+from hive.core.lease import Lease, LeaseKind
 from hive.core.record import UrlRecord
 from hive.core.urls import canonicalize, host_hash
 from hive.fetch.fetched import Fetched
@@ -580,7 +580,7 @@ def test_big_robots_files_are_parsed_a_few_at_a_time(
     monkeypatch.setattr(RobotsRules, "parse", counting)
     body = b"User-agent: *\n" + b"".join(b"Disallow: /d%d/*.x$\n" % i for i in range(5000))
     assert len(body) > BIG_ROBOTS
-    lease = Lease(ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
+    lease = Lease(LeaseKind.ROBOTS, 1, UrlRecord("http://a.test/robots.txt", "a.test"), b"")
     try:
         threads = [
             threading.Thread(target=worker.pipeline.robots_fetch.outcome,
