@@ -3,8 +3,9 @@
 Every request a worker makes, pages and robots.txt alike, goes through
 :class:`Fetcher`. It owns the connections, the timeouts, the size caps and the
 content decoding, and it is the one place where library exceptions become
-outcome kinds (:data:`OUTCOME_KINDS`): :meth:`Fetcher.fetch` never raises for a
-failed fetch, it returns a :class:`FetchResult` that says what happened.
+outcome kinds (:data:`OUTCOME_KINDS`), by one declared table
+(:data:`EXCEPTION_KINDS`): :meth:`Fetcher.fetch` never raises for a failed
+fetch, it returns a :class:`FetchResult` that says what happened.
 
 Policy:
 
@@ -218,7 +219,7 @@ class Fetcher:
         limit = self.max_body_bytes if max_body_bytes is None else max_body_bytes
         progress = _Progress()
         request = b""
-        failure: tuple[str, str] | None = None
+        failure: tuple[Kind, str] | None = None
         try:
             scheme, host, port, request = self._request(url)
             if cookie and not _CONTROL.search(cookie):
@@ -440,29 +441,25 @@ class Fetcher:
                 break
         return response
 
-    def _classify(self, exc: Exception, phase: str) -> tuple[str, str]:
-        """The outcome kind and message for an exception raised in phase."""
+    def _classify(self, exc: Exception, phase: str) -> tuple[Kind, str]:
+        """The outcome kind (``EXCEPTION_KINDS``) and message for an exception raised in
+        phase."""
         if phase == "url":
-            return "error", f"invalid URL: {exc}"
+            return Kind.ERROR, f"invalid URL: {exc}"
+        kind = exception_kind(exc, CONNECT_EXCEPTION_KINDS if phase == "connect" else None)
         where = _PHASES[phase]
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, TotalTimeout):
-            return "timeout", f"total timeout ({self.total_timeout:g} s) while {where}"
-        if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-            return "tls", f"{detail} (while {where})"
-        if isinstance(exc, TimeoutError):
+            return kind, f"total timeout ({self.total_timeout:g} s) while {where}"
+        if kind is Kind.TIMEOUT:
             if phase == "connect":
-                return "timeout", f"connect timeout ({self.connect_timeout:g} s)"
-            return "timeout", f"read timeout ({self.read_timeout:g} s) while {where}"
-        if isinstance(exc, ConnectionError) or (isinstance(exc, OSError) and phase == "connect"):
-            return "connect", f"{detail} (while {where})"
-        if isinstance(exc, http.client.HTTPException):
-            return "protocol", f"{detail} (while {where})"
-        return "error", f"{detail} (while {where})"
+                return kind, f"connect timeout ({self.connect_timeout:g} s)"
+            return kind, f"read timeout ({self.read_timeout:g} s) while {where}"
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return kind, f"{detail} (while {where})"
 
     def _result(
         self, url: str, address: str, request: bytes, progress: _Progress,
-        failure: tuple[str, str] | None, times: tuple[float, float, float], deadline: float,
+        failure: tuple[Kind, str] | None, times: tuple[float, float, float], deadline: float,
     ) -> FetchResult:
         started, finished, download_time = times
         raw = b"".join(progress.chunks)
@@ -485,28 +482,59 @@ class Fetcher:
             redirecting = status is not None and 300 <= status < 400
             location = resolve_location(url, location) if redirecting else None
         body = b""
+        kind: Kind
         if failure is not None:
             kind, message = failure
         else:
             assert status is not None
             body, problem, message = decode_body(raw, codings, self.max_decoded_bytes, deadline)
             if progress.truncated:
-                kind, message = "too_large", f"body cut at {len(raw)} bytes"
+                kind, message = Kind.TOO_LARGE, f"body cut at {len(raw)} bytes"
             elif problem is not None:
                 kind = problem
             elif 200 <= status < 300:
-                kind = "ok"
+                kind = Kind.OK
             elif location is not None:
-                kind = "redirect"
+                kind = Kind.REDIRECT
             else:
-                kind, message = f"http_{status}", message or progress.status_line
+                kind, message = outcome_kind(f"http_{status}"), message or progress.status_line
         return FetchResult(
-            url=url, outcome=outcome_kind(kind), status=status, message=message,
+            url=url, outcome=kind, status=status, message=message,
             headers=progress.headers, body=body, raw_body=raw, content_type=content_type,
             location=location, retry_after=retry_after, started=started, finished=finished,
             download_time=download_time, address=address, request_bytes=request,
             status_line=progress.status_line, truncated=progress.truncated,
         )
+
+
+# Exceptions to outcome kinds, declared: an exception takes the kind of the first class
+# of its MRO that the table names (so a subclass may map apart from its base, and a
+# class deriving from two named ones takes the one its MRO puts first: http.client's
+# RemoteDisconnected is a ConnectionResetError before it is a BadStatusLine); one that
+# names none is DEFAULT_KIND. What a kind means: OUTCOME_KINDS above.
+ExceptionKinds = dict[type[BaseException], Kind]
+EXCEPTION_KINDS: ExceptionKinds = {
+    TotalTimeout: Kind.TIMEOUT,  # the exchange's total_timeout (a TimeoutError)
+    TimeoutError: Kind.TIMEOUT,  # connect_timeout, read_timeout (socket.timeout is one)
+    ssl.SSLError: Kind.TLS,  # the handshake, the certificate (an OSError)
+    ConnectionError: Kind.CONNECT,  # refused, reset, aborted, a broken pipe, ProxyRefused
+    http.client.HTTPException: Kind.PROTOCOL,  # the status line, headers, chunking, short body
+}
+# While connecting (the TCP connect, the proxy's tunnel, the TLS handshake) any other
+# OSError, such as no route to the host, is the connect's failure too.
+CONNECT_EXCEPTION_KINDS: ExceptionKinds = {**EXCEPTION_KINDS, OSError: Kind.CONNECT}
+DEFAULT_KIND = Kind.ERROR
+
+
+def exception_kind(exc: BaseException, table: ExceptionKinds | None = None) -> Kind:
+    """The outcome kind of ``exc`` by ``table`` (``EXCEPTION_KINDS`` unless given), checked
+    in its class's MRO order; DEFAULT_KIND if the table names none of its classes."""
+    kinds = EXCEPTION_KINDS if table is None else table
+    for cls in type(exc).__mro__:
+        found = kinds.get(cls)
+        if found is not None:
+            return found
+    return DEFAULT_KIND
 
 
 _PHASES = {

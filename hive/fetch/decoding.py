@@ -17,6 +17,8 @@ import time
 import zlib
 from typing import Any
 
+from hive.outcome import Kind
+
 FIRST_PIECE = 256  # the first piece of a gzip member fed to the inflater (see _inflate)
 MAX_PIECE = 65536  # the largest piece of a member fed to the inflater at once
 MAX_CODINGS = 4  # content codings decoded in one response; real servers apply one
@@ -46,7 +48,7 @@ def accept_encoding() -> str:
 
 def decode_body(
     raw: bytes, codings: list[str], limit: int, deadline: float = math.inf
-) -> tuple[bytes, str | None, str]:
+) -> tuple[bytes, Kind | None, str]:
     """Undo the content codings (listed in the order applied), producing at most limit bytes
     by the monotonic ``deadline``.
 
@@ -60,7 +62,7 @@ def decode_body(
         return raw, None, ""
     applied = [coding for coding in codings if coding not in ("", "identity")]
     if len(applied) > MAX_CODINGS:
-        return b"", "protocol", f"{len(applied)} content codings (at most {MAX_CODINGS} decoded)"
+        return b"", Kind.PROTOCOL, f"{len(applied)} content codings (at most {MAX_CODINGS} decoded)"
     body = raw
     for coding in reversed(applied):
         try:
@@ -74,11 +76,11 @@ def decode_body(
             else:
                 return raw, None, f"content-encoding {coding!r} left undecoded"
         except _DECODE_ERRORS as exc:
-            return b"", "protocol", f"bad {coding} body: {exc}"
+            return b"", Kind.PROTOCOL, f"bad {coding} body: {exc}"
         except _PastDeadline:
-            return b"", "timeout", f"total timeout while decoding {coding}"
+            return b"", Kind.TIMEOUT, f"total timeout while decoding {coding}"
         if over:
-            return body, "decoded_too_large", f"decoded body over {limit} bytes"
+            return body, Kind.DECODED_TOO_LARGE, f"decoded body over {limit} bytes"
     return body, None, ""
 
 
