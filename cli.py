@@ -33,6 +33,7 @@ from hive.procs.statustext import drain_note, stopping_note, waiting_note
 from hive.storage.datadir import DataDir
 
 if TYPE_CHECKING:
+    from hive.core.record import UrlRecord
     from hive.procs.control import ControlClient
     from hive.procs.seeds import Seeds
     from hive.procs.supervisor import Supervisor
@@ -118,8 +119,9 @@ def _read_seeds(source: str) -> Seeds:
     return read_lines(data, source)
 
 
-def _screen_seeds(cfg: Config, source: str | None, data_dir: Path) -> list[str]:
-    """The start's seeds, screened; refusals shown; exit NOTHING when nothing is to crawl.
+def _screen_seeds(cfg: Config, source: str | None, data_dir: Path) -> list[UrlRecord]:
+    """The start's seeds, screened (canonical records, trusted from here on); refusals
+    shown; exit NOTHING when nothing is to crawl.
 
     Nothing is to crawl when the data directory holds no crawl to resume and
     there is no seed left: none given, an empty file, or every one refused.
@@ -135,8 +137,8 @@ def _screen_seeds(cfg: Config, source: str | None, data_dir: Path) -> list[str]:
         click.echo(f"refused seed {refusal}", err=True)
     if len(seeds.refused) > REFUSALS_SHOWN:
         click.echo(f"... and {len(seeds.refused) - REFUSALS_SHOWN} more seeds refused", err=True)
-    if seeds.urls or _has_crawl(data_dir):
-        return seeds.urls
+    if seeds.records or _has_crawl(data_dir):
+        return seeds.records
     if source is None:
         why = f"no --seeds, and {data_dir} holds no crawl to resume"
     elif not seeds.total:
@@ -209,7 +211,7 @@ class Progress:
             click.echo("", file=self.stream)
 
 
-def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[str],
+def run_foreground(cfg: Config, data_dir: Path, procs: int, seeds: list[UrlRecord],
                    max_pages: int, quiet: bool, recreate_missing: bool = False) -> Supervisor:
     from hive.procs.lifecycle import Runner, setup_logging
     from hive.procs.supervisor import Supervisor
@@ -286,12 +288,12 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
         cfg = cfg.replace(warc={"dedup_from": str(dedup_from.resolve())})
     if detach and seeds == "-":
         raise click.BadParameter("--detach cannot read seeds from stdin", param_hint="--seeds")
-    urls = _screen_seeds(cfg, seeds, data_dir)
+    records = _screen_seeds(cfg, seeds, data_dir)
     _prepare_data_dir(data_dir)
     if detach:
         _detach(data_dir)
         return
-    supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, urls, max_pages, quiet,
+    supervisor = run_foreground(cfg, data_dir, procs or cfg.hive.procs, records, max_pages, quiet,
                                 recreate_missing)
     totals = supervisor.totals()
     click.echo(f"hive stopped: {supervisor.ended or 'stopped'}; "
@@ -740,6 +742,7 @@ def demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
 
 def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
           data_dir: Path, kept: bool) -> ExitCode:
+    from hive.procs.seeds import screen
     from hive.testweb import Web, WebProcess, as_received, politeness_violations, received
 
     web = Web(seed=1, hosts=hosts, pages=pages, hostile=False)
@@ -753,7 +756,8 @@ def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
         click.echo(f"serving {hosts} hosts x {pages} pages on 127.0.0.2:{server.port}; "
                    f"crawling with {procs} workers, {delay:g}s between requests to a host")
         started = time.time()
-        supervisor = run_foreground(run_cfg, data_dir, procs, server.seeds(), 0, False)
+        seeds = screen(server.seeds(), run_cfg).records
+        supervisor = run_foreground(run_cfg, data_dir, procs, seeds, 0, False)
         elapsed = time.time() - started
         requests = server.requests
     gaps = dict.fromkeys(web.names, delay)

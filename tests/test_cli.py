@@ -164,7 +164,8 @@ def test_refused_seeds_are_listed_briefly(tmp_path: Path, capsys: pytest.Capture
                       + b"\n" + "\n".join(bad).encode() + b"\n")
     cfg = config.load(environ={}).replace(dns={"resolve": ["*.web.test=127.0.0.2"],
                                                "allow_private": True})
-    assert cli._screen_seeds(cfg, str(seeds), tmp_path / "data") == ["http://a.web.test/"]
+    screened = cli._screen_seeds(cfg, str(seeds), tmp_path / "data")
+    assert [record.url for record in screened] == ["http://a.web.test/"]
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"refused seed '{seeds} line 2': not UTF-8 (byte 19)"
     assert err[1].startswith("refused seed 'http://a.web.test/xxx") and "...': " in err[1]

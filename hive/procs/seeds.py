@@ -7,7 +7,12 @@ start with nothing to crawl says why on the terminal and exits with
 - **Reading.** A seeds file is read as bytes and decoded line by line: a line
   that is not UTF-8 is refused with its number and the others go on. Blank
   lines and lines starting with ``#`` are skipped.
-- **Screening.** Each URL is canonicalized (``hive.core.urls``); a URL whose host
+- **Screening.** Each URL is canonicalized (``hive.core.urls``), once: a seed
+  becomes a record here (``seed_record``), where it enters, and the supervisor's
+  outbox, the splitter and the owner trust that record's URL and host key. A
+  ``hive add`` URL enters at the supervisor's ``add`` handler, and a URL given to a
+  worker run alone (tests, benchmarks) at ``Worker.add``, through the same
+  ``seed_record``. A URL whose host
   is an IP literal or named by ``dns.resolve`` is checked against the address
   guard (``hive.fetch.dns``), which is what the worker will do at fetch time. Names
   that need a DNS lookup are not looked up here: a start must not wait on a
@@ -28,8 +33,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from hive.config import Config
-from hive.core.record import SITEMAP, SITEMAP_PREFIX, seed_kind
-from hive.core.urls import canonicalize
+from hive.core.record import SITEMAP, SITEMAP_PREFIX, UrlRecord, seed_kind
+from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.dns import AddressGuard, DnsCache, DnsFailure
 
@@ -51,10 +56,12 @@ class Refusal:
 
 @dataclass(slots=True)
 class Seeds:
-    """Seeds read and screened: the URLs to crawl (canonical) and the refusals, in order."""
+    """Seeds read (``urls`` as read) or screened (``urls`` canonical, and ``records``,
+    what the supervisor puts in its outbox), and the refusals, in order."""
 
     urls: list[str] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
+    records: list[UrlRecord] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -127,6 +134,14 @@ def _unresolved(host: str, timeout: float) -> tuple[list[str], float | None]:
     raise DnsFailure("error", "not looked up")
 
 
+def seed_record(line: str, max_length: int, hint: int = 1) -> UrlRecord:
+    """The record of a seed or ``hive add`` line (``sitemap:<url>`` a sitemap), its URL
+    canonicalized: the one place a seed is; URLError if it is refused."""
+    kind, url = seed_kind(line.strip())
+    canonical = canonicalize(url, max_length=max_length)
+    return UrlRecord(canonical, host_key(canonical), 0, hint=hint, kind=kind)
+
+
 def screen(urls: Iterable[str], cfg: Config, seeds: Seeds | None = None) -> Seeds:
     """Canonicalize ``urls`` and check the addresses known without DNS; into ``seeds``."""
     out = seeds if seeds is not None else Seeds()
@@ -134,17 +149,17 @@ def screen(urls: Iterable[str], cfg: Config, seeds: Seeds | None = None) -> Seed
     guard = AddressGuard.from_config(cfg.dns)
     now = time.time()
     for line in urls:
-        kind, url = seed_kind(line.strip())
         try:
-            canonical = canonicalize(url, max_length=cfg.scope.max_url_length)
+            record = seed_record(line, cfg.scope.max_url_length)
         except URLError as exc:
             out.refused.append(Refusal(line, exc.reason))
             continue
-        resolution = dns.lookup(urlsplit(canonical).hostname or "", now)
+        resolution = dns.lookup(urlsplit(record.url).hostname or "", now)
         if resolution.ok and resolution.addresses:
             refusal = guard.check(resolution.addresses[0])
             if refusal is not None:
                 out.refused.append(Refusal(line, refusal, address=True))
                 continue
-        out.urls.append(SITEMAP_PREFIX + canonical if kind == SITEMAP else canonical)
+        out.records.append(record)
+        out.urls.append(SITEMAP_PREFIX + record.url if record.kind == SITEMAP else record.url)
     return out

@@ -65,8 +65,7 @@ import zmq
 from hive import __version__
 from hive.config import Config
 from hive.core import wire
-from hive.core.record import UrlRecord, seed_kind
-from hive.core.urls import canonicalize, host_key
+from hive.core.record import UrlRecord
 from hive.errors import HiveError, URLError
 from hive.frontier.refusals import describe
 from hive.procs import hoststatus
@@ -86,7 +85,7 @@ from hive.procs.lifecycle import (
 from hive.procs.outbox import Outbox
 from hive.procs.requests import Queued, add_answer, deny_answer, deny_keys
 from hive.procs.resize import Resize, resize_if_changed
-from hive.procs.seeds import shown
+from hive.procs.seeds import seed_record, shown
 from hive.procs.startcheck import check_stores, pages_done
 from hive.procs.stats import HiveStats, Status, Waiting, WorkerReport
 from hive.storage.datadir import DataDir
@@ -105,7 +104,7 @@ SUPERVISOR_INBOX_BYTES = 8 << 20
 
 class Supervisor:
     def __init__(
-        self, cfg: Config, data_dir: Path, procs: int, *, seeds: Sequence[str] = (),
+        self, cfg: Config, data_dir: Path, procs: int, *, seeds: Sequence[UrlRecord] = (),
         max_pages: int = 0, recreate_missing: bool = False,
     ) -> None:
         self.cfg = cfg
@@ -189,8 +188,8 @@ class Supervisor:
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
                              max_tries=self.cfg.hive.max_tries)
         if self.seeds:
-            added = self.add(self.seeds, time.time())
-            log.info("seeds: %d admitted to the outbox, %d refused", added[0], added[1])
+            self._put_seeds(self.seeds, time.time())
+            log.info("seeds: %d admitted to the outbox", len(self.seeds))
         self.store.commit(time.time())
         self.stats = HiveStats(range(self.procs), {
             i: pages_done(self.dd.worker(i)) for i in range(self.procs)})
@@ -275,29 +274,29 @@ class Supervisor:
 
     # -- control handlers ------------------------------------------------------------
 
-    def add(self, urls: list[str], now: float) -> tuple[int, int]:
-        """Put URLs in the supervisor's outbox as seeds; (accepted, refused)."""
-        queued = self.queue(urls, now, logging.WARNING)
-        return queued.accepted, sum(queued.refused.values())
-
     def queue(self, urls: list[str], now: float, level: int = logging.INFO) -> Queued:
-        """Put URLs in the supervisor's outbox as seeds, for their owners to admit; log each
-        refusal at ``level`` (``hive add`` shows its refusals to whoever added them)."""
+        """Put ``hive add`` URLs in the supervisor's outbox as seeds, for their owners to
+        admit: this is where they enter, canonicalized once (hive.procs.seeds.seed_record);
+        log each refusal at ``level``."""
         queued, records = Queued(), []
+        max_length = self.cfg.scope.max_url_length
         for line in urls:
-            kind, url = seed_kind(line.strip())
             try:
-                canonical = canonicalize(url, max_length=self.cfg.scope.max_url_length)
+                records.append(seed_record(line, max_length))
             except URLError as exc:
                 queued.refuse(exc)
                 log.log(level, "refused seed %s: %s", shown(line), exc.reason)
-                continue
-            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=1, kind=kind))
-        for i in range(0, len(records), SEED_BATCH):
-            queued.batches.append(self.outbox.put(records[i : i + SEED_BATCH], now))
-        self.store.commit(now)
+        queued.batches = self._put_seeds(records, now)
         queued.accepted = len(records)
         return queued
+
+    def _put_seeds(self, records: Sequence[UrlRecord], now: float) -> list[int]:
+        """Put seed records, canonical where they entered (a start's seeds by its screen,
+        hive.procs.seeds), in the outbox as they are; their batches' numbers."""
+        batches = [self.outbox.put(list(records[i : i + SEED_BATCH]), now)
+                   for i in range(0, len(records), SEED_BATCH)]
+        self.store.commit(now)
+        return batches
 
     def _add(self, request: dict[str, Any]) -> object:
         urls = request.get("urls")

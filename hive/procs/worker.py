@@ -41,9 +41,9 @@ from pathlib import Path
 from hive.config import Config
 from hive.core.lease import Lease, LeaseKind
 from hive.core.recentlinks import RecentLinks, recent_key
-from hive.core.record import FEED, SITEMAP, UrlRecord, seed_kind
+from hive.core.record import FEED, SITEMAP, UrlRecord
 from hive.core.ring import Ring
-from hive.core.urls import canonicalize, host_key
+from hive.core.urls import host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
 from hive.fetch.dns import Resolver
@@ -57,6 +57,7 @@ from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
+from hive.procs.seeds import seed_record
 from hive.storage.datadir import DataDir
 from hive.storage.schema import META_DEDUP_FROM
 
@@ -220,18 +221,16 @@ class Worker:
         return state.crawl_delay if state is not None else 0.0
 
     def add(self, urls: Iterable[str], now: float, hint: int = 1) -> int:
-        """Admit seed URLs (depth 0; ``sitemap:<url>`` a sitemap); malformed ones are counted
-        and logged, not raised."""
+        """Admit seed URLs (depth 0; ``sitemap:<url>`` a sitemap) given to a worker run alone:
+        where they enter, canonicalized once (hive.procs.seeds.seed_record); malformed ones
+        are counted and logged, not raised. In a hive seeds come as records, trusted."""
         records = []
         for line in urls:
-            kind, url = seed_kind(line)
             try:
-                canonical = canonicalize(url, max_length=self.cfg.scope.max_url_length)
+                records.append(seed_record(line, self.cfg.scope.max_url_length, hint))
             except URLError as exc:
                 self.counts[f"seeds/refused/{exc.reason}"] += 1
-                self.crawl_log.write(now, Kind.REFUSED, url, message=str(exc))
-                continue
-            records.append(UrlRecord(canonical, host_key(canonical), 0, hint=hint, kind=kind))
+                self.crawl_log.write(now, Kind.REFUSED, exc.url, message=str(exc))
         return self.admit(records, now)
 
     def admit(self, records: list[UrlRecord], now: float) -> int:
