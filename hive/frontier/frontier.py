@@ -30,6 +30,11 @@ take the outcomes ``robots_ok``, ``robots_stale``, ``robots_retry`` and
 ``robots_unreachable`` (see ``_robots_done``); any other (``refused_address``)
 blocks the host, whose URLs then end with that outcome.
 
+A "host" here is a politeness key (hive.core.keys; today the host key): the
+back queues, the heap, the leases and the host records are keyed by its hash
+(``hh``), and a record's politeness key is taken from its host key where the
+record enters (``admit``) and where it leaves the front (``_draw``).
+
 Sitemaps (records of kind ``sitemap``) are leased like pages, under their host's
 politeness and robots.txt; each host admits at most ``max_sitemaps`` of them
 over the crawl (``sitemaps.max_files_per_host``; past it they are refused as
@@ -53,11 +58,12 @@ import functools
 import logging
 import random
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from hive.config import Config, FrontierConfig
+from hive.core.keys import politeness_key
 from hive.core.lease import Lease, LeaseKind
 from hive.core.politeness import Politeness
 from hive.core.record import LISTED, SITEMAP, UrlRecord
@@ -129,8 +135,12 @@ class Frontier:
         max_sitemaps: int = 0,
         rng: random.Random | None = None,
         now: float = 0.0,
+        politeness_key: Callable[[str], str] = politeness_key,
     ) -> None:
         self.cfg = cfg
+        # A record's politeness key (hive.core.keys): what its "host" here is, the unit of
+        # the back queues, the heap, the leases and the host records, all keyed by its hash.
+        self.politeness_key = politeness_key
         self.max_sitemaps = max_sitemaps
         # The seen set's fingerprint of a URL leaves its session ids out (hive.core.urls).
         self.fingerprint = functools.partial(fingerprint, session_ids=SessionIds(session_ids))
@@ -220,8 +230,9 @@ class Frontier:
         if self.store.due:
             self.commit(now)
         groups: dict[str, list[UrlRecord]] = {}
+        unit_of = self.politeness_key
         for record in records:
-            groups.setdefault(record.host_key, []).append(record)
+            groups.setdefault(unit_of(record.host_key), []).append(record)
         max_depth, budget, levels = self.cfg.max_depth, self.cfg.max_urls_per_host, self.cfg.levels
         add, prioritize, seq = self.seen.add, self.prioritize, self._seq
         url_hash = self.fingerprint
@@ -395,7 +406,7 @@ class Frontier:
             return "empty", None
         level, data = drawn
         try:
-            hk = UrlRecord.host_key_of(data)
+            hk = self.politeness_key(UrlRecord.host_key_of(data))
         except DAMAGED as exc:
             self._set_aside("front", bytes([level]), data, exc)
             return "refused", None
@@ -544,7 +555,7 @@ class Frontier:
             robots_until, robots_tries = host.robots_state(scheme)
             if self.robots and robots_until <= now:
                 robots = UrlRecord(
-                    f"{scheme}://{host.host_key}/robots.txt", host.host_key,
+                    f"{scheme}://{record.host_key}/robots.txt", record.host_key,
                     attempts=robots_tries,
                 )
                 lease = Lease(LeaseKind.ROBOTS, hh, robots, b"")
@@ -726,9 +737,11 @@ class Frontier:
 
     @_store_errors
     def block(self, host_key: str, reason: str, now: float) -> None:
-        """Take a host out of the crawl: its queued URLs and every later one end with ``reason``."""
-        hh = host_hash(host_key)
-        host = self.back.host(hh) or HostState(host_key)
+        """Take a host out of the crawl: its queued URLs and every later one end with ``reason``
+        (the host record of its politeness key: today the host's own)."""
+        key = self.politeness_key(host_key)
+        hh = host_hash(key)
+        host = self.back.host(hh) or HostState(key)
         host.blocked = reason
         if hh in self.back.bound and hh not in self.leased:
             self._drain(hh, host)

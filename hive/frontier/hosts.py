@@ -12,6 +12,10 @@ the host is parked. ``head`` is in
 memory only: while the host is bound, the back key and record bytes of the best
 URL in its queue (None when empty), so that neither a lease nor its outcome has
 to look the queue up again.
+
+A host here is a politeness key (hive.core.keys), which ``host_key`` holds and
+whose hash keys the record; today that key is the host key, so the per-host
+parts above (robots.txt, the budgets, a block) and politeness share a record.
 """
 
 from __future__ import annotations

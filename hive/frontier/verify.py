@@ -71,6 +71,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hive.core.keys import politeness_key, ring_key
 from hive.core.record import LISTED, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
@@ -327,7 +328,8 @@ class _Checker:
         except ValueError as exc:
             return f"undecodable record ({exc}): {data[:60]!r}"
         if record.host_key != self._last_host:
-            self._last_host, self._last_hash = record.host_key, host_hash(record.host_key)
+            self._last_host = record.host_key
+            self._last_hash = host_hash(politeness_key(record.host_key))
         hh = self._last_hash
         own = U64.pack(hh)
         if prefix is not None and own != prefix:
@@ -516,7 +518,7 @@ class _Checker:
     def _ring(self, host_key: str) -> None:
         if self.owner is None:
             return
-        owner = self.owner(host_key)
+        owner = self.owner(ring_key(host_key))
         if owner != self.worker_id:
             self.report.add(
                 f"host {host_key} has pending URLs here (worker {self.worker_id})"
@@ -535,7 +537,7 @@ class _Checker:
                 record = UrlRecord.decode(data)
             except ValueError:
                 return
-            hh = host_hash(record.host_key)
+            hh = host_hash(politeness_key(record.host_key))
             if U64.pack(hh) in suspects:
                 uk = url_key(hh, self.fingerprint(record.url))
                 state = self._get("urls", uk)

@@ -94,6 +94,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hive.config import Config
+from hive.core.keys import politeness_key, ring_key
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import host_hash, host_key
@@ -447,7 +448,7 @@ def scan(
     sizes: dict[int, tuple[int, int]] = {}
     for key, value in txn.items("hosts"):
         state = HostState.decode(value)
-        owner = ring.owner(state.host_key)
+        owner = ring.owner(ring_key(state.host_key))  # its politeness key (hive.core.keys)
         if owner != worker_id:
             sizes[U64.unpack(key)[0]] = owner, 1 + state.queued + state.admitted
     front: dict[int, bytearray] = {}
@@ -456,7 +457,7 @@ def scan(
         for key, value in txn.items("front"):
             hk = UrlRecord.host_key_of(value)
             if hk != last_key:
-                last_key, last_hash = hk, host_hash(hk)
+                last_key, last_hash = hk, host_hash(politeness_key(hk))
             if last_hash in sizes:
                 front.setdefault(last_hash, bytearray()).extend(key)
     retries: dict[int, bytearray] = {}
@@ -591,7 +592,7 @@ def payload_owner(value: bytes, ring: Ring) -> int | None:
     if original is None:
         return None
     try:
-        return ring.owner(host_key(original.uri))
+        return ring.owner(ring_key(host_key(original.uri)))
     except URLError:
         return None
 

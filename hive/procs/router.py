@@ -25,6 +25,7 @@ from collections import deque
 import zmq
 
 from hive.core import wire
+from hive.core.keys import ring_key
 from hive.core.ring import Ring
 from hive.procs.curve import Curve
 from hive.procs.endpoints import Endpoints, push
@@ -73,7 +74,7 @@ class Router:
         groups: dict[int, list[bytes]] = {}
         owner = self.ring.owner
         for host, data in routes:
-            groups.setdefault(owner(host), []).append(data)
+            groups.setdefault(owner(ring_key(host)), []).append(data)
         parts = len(groups)
         for part, (peer, records) in enumerate(sorted(groups.items())):
             self.send(peer, wire.encode_admit_data(origin, seq, part, parts, records))

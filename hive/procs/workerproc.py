@@ -173,7 +173,8 @@ class WorkerProcess:
             frontier, ask = self.worker.frontier, args.get("id")
             for i, host in enumerate(args.get("hosts", [])):
                 if isinstance(host, str):
-                    if isinstance(ask, int) and frontier.back.host(host_hash(host)) is not None:
+                    known = frontier.back.host(host_hash(frontier.politeness_key(host)))
+                    if isinstance(ask, int) and known is not None:
                         self._answer(f"deny/{ask}/{i}", 1, now)
                     frontier.block(host, Kind.DENIED, now)
             if isinstance(ask, int):

@@ -57,6 +57,9 @@ it grows with the crawl, as ``urls`` does, at about 100 bytes and a URL per
 entry, and is never pruned. An entry lives with the owner of the host of the URI
 it names: seeding takes only those, and a resize moves them (hive/procs/resize.py).
 
+``host_hash`` in a key is the hash (hive.core.urls.host_hash) of a politeness key
+(hive.core.keys; today the host key); the ``robots`` cache is keyed by the host key.
+
 Every admitted URL is in ``urls``. A pending URL has exactly one *live* queue
 entry, in front, back or retries: the one whose record's kind and depth its
 state names (a bare ``p``, written before states named them, names whichever
