@@ -214,6 +214,36 @@ def test_a_circle_is_named(tmp_path: Path) -> None:
     assert circle is not None and "hive.config" in circle and "hive.fetch.dns" in circle
 
 
+#: A module longer than this must say in its docstring why it is still one concept.
+MAX_LINES = 600
+
+
+def oversized(root: Path = ROOT) -> list[str]:
+    """Modules over MAX_LINES lines whose docstring does not argue "Why one module:"."""
+    found = []
+    for path, module in source_modules(root):
+        text = path.read_text(encoding="utf-8")
+        lines = text.count("\n")
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if lines > MAX_LINES and "Why one module:" not in doc:
+            found.append(f"{module}: {lines} lines, and its docstring does not say why it is "
+                         "one module")
+    return found
+
+
+def test_no_module_is_long_unless_it_says_why() -> None:
+    """One concept per module: past MAX_LINES, the docstring argues why it is one."""
+    assert oversized() == []
+
+
+def test_a_long_module_without_its_reason_is_named(tmp_path: Path) -> None:
+    copy = _copy_tree(tmp_path)
+    victim = copy / "hive/core/ring.py"
+    victim.write_text(victim.read_text(encoding="utf-8") + "\n" * MAX_LINES, encoding="utf-8")
+    before = {f.split(":")[0] for f in oversized()}
+    assert {f.split(":")[0] for f in oversized(copy)} - before == {"hive.core.ring"}
+
+
 def test_every_module_is_in_a_room() -> None:
     for _, module in source_modules():
         assert room(module) is not None, module
