@@ -50,6 +50,14 @@ link) gets a new live entry, and the one queued before is dropped when it comes
 up; one refused at admission for how it was found (too deep) is admitted when a
 discovery passes (hive.frontier.seen). So each lease first checks that its
 record is still its URL's live entry.
+
+Why one module: this is the façade, Mercator's three verbs and the rules that need
+more than one part at once. A URL's state in the seen set, its entry in a queue, its
+host's record, the heap and the lease move together, in one transaction, or the
+invariants ``hive verify`` checks break; each part that holds state of its own is a
+module of its own (``seen``, ``front``, ``back``, ``heap``, ``hosts``, ``retries``,
+``priority``, ``refusals``). What stays here is that choreography: split, each piece
+would have to know every part again.
 """
 
 from __future__ import annotations

@@ -79,6 +79,11 @@ Cost: one pass over every store's hosts and front, plus the moved hosts' data.
 Memory is a few integers per moved host, 9 bytes per moved front entry and 25
 per moved retry,
 never the URLs themselves.
+
+Why one module: a resize is one offline operation, moving hosts whole between stores
+so that a crash at any step loses nothing and moves nothing twice; what is copied, the
+markers that record how far it got and the recovery that reads them must be read
+together, since each marker means a step of the copy.
 """
 
 from __future__ import annotations
