@@ -390,7 +390,7 @@ def held(data: Path) -> tuple[set[bytes], int]:
             continue
         with read_only(store) as txn:
             for key, state in txn.items("urls"):
-                if state == PENDING:
+                if state[:1] == PENDING:  # a pending state may carry its entry (schema)
                     keys.add(key)
                     in_stores += 1
             for _, frame in txn.items("outbox"):

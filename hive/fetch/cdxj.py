@@ -329,16 +329,26 @@ def write_beside(warc_path: Path) -> FileIndex:
     return index
 
 
-def write_lines(warc_path: Path, lines: list[str]) -> None:
-    """Write a finished WARC's index lines, sorted here, into :func:`index_path` (written
-    whole, then renamed)."""
+def write_run(path: Path, lines: list[str]) -> Path:
+    """Sort ``lines`` into a run file at ``path`` (merged later by :func:`write_lines`)."""
+    lines.sort()
+    with path.open("w", encoding="utf-8") as out:
+        out.writelines(lines)
+    return path
+
+
+def write_lines(warc_path: Path, lines: list[str], runs: Sequence[Path] = ()) -> None:
+    """Write a finished WARC's index lines, sorted here, merged with the sorted ``runs``
+    (:func:`write_run`), into :func:`index_path` (written whole, then renamed)."""
     lines.sort()
     final = index_path(warc_path)
     partial = final.with_name(final.name + ".part")
-    with partial.open("w", encoding="utf-8") as out:
-        out.writelines(lines)
-        out.flush()
-        os.fsync(out.fileno())
+    with contextlib.ExitStack() as stack:
+        sources = [stack.enter_context(run.open(encoding="utf-8")) for run in runs]
+        with partial.open("w", encoding="utf-8") as out:
+            merge([lines, *sources], out)
+            out.flush()
+            os.fsync(out.fileno())
     partial.replace(final)
 
 
@@ -376,14 +386,14 @@ def build_index(warcs: Sequence[Path], out_path: Path) -> tuple[list[FileIndex],
         while len(runs) > MERGE_FAN_IN:
             group, runs = runs[:MERGE_FAN_IN], runs[MERGE_FAN_IN:]
             merged = Path(scratch) / f"m{len(runs):06d}-{group[0].name}"
-            _merge_files(group, merged)
+            merge_files(group, merged)
             runs.append(merged)
-        count = _merge_files(runs, partial)
+        count = merge_files(runs, partial)
     partial.replace(out_path)
     return results, count
 
 
-def _merge_files(runs: Sequence[Path], out_path: Path) -> int:
+def merge_files(runs: Sequence[Path], out_path: Path) -> int:
     with contextlib.ExitStack() as stack:
         sources = [stack.enter_context(run.open(encoding="utf-8")) for run in runs]
         with out_path.open("w", encoding="utf-8") as out:

@@ -92,6 +92,9 @@ log = logging.getLogger(__name__)
 CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+# An open file's index lines kept in memory at most; past it they go to a run file.
+CAPTURE_RUN = 4096
+RUN_INFIX = ".cdxj-run-"
 OPEN_SUFFIX = ".open"
 _HEAD_BYTES = 128
 _PIECE = 1 << 16
@@ -210,17 +213,27 @@ def recover(path: Path) -> Path | None:
     return final
 
 
-def index_beside(path: Path, lines: list[str] | None = None) -> None:
+def index_beside(path: Path, lines: list[str] | None = None,
+                 runs: Sequence[Path] = ()) -> None:
     """Write the CDXJ index of a finished file beside it (``hive.fetch.cdxj``): ``lines``
-    if the writer kept them, else read out of the file. A failure is logged, not raised:
-    the records are safe, and ``hive index`` rebuilds any index from the WARCs."""
+    and sorted ``runs`` if the writer kept them, else read out of the file. A failure is
+    logged, not raised: the records are safe, and ``hive index`` rebuilds any index from
+    the WARCs. The runs are gone afterwards either way."""
     try:
         if lines is None:
             cdxj.write_beside(path)
         else:
-            cdxj.write_lines(path, lines)
+            cdxj.write_lines(path, lines, runs)
     except OSError as exc:
         log.warning("warc: no index written for %s: %s", path.name, exc)
+    finally:
+        for run in runs:
+            run.unlink(missing_ok=True)
+
+
+def run_path(open_path: Path, final_name: str, number: int) -> Path:
+    """Where the ``number``-th sorted run of an open file's index lines waits."""
+    return open_path.with_name(f"{final_name}{RUN_INFIX}{number:05d}")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -279,6 +292,10 @@ class WarcWriter:
     def _recover_and_next_seq(self) -> int:
         highest = -1
         for entry in sorted(os.listdir(self.directory)):
+            name, run, _ = entry.partition(RUN_INFIX)
+            if run and self._name_re.match(name):
+                (self.directory / entry).unlink()  # a crash's: its file is indexed anew
+                continue
             match = self._name_re.match(entry)
             if match is None:
                 continue
@@ -474,15 +491,21 @@ class WarcWriter:
 
 class _FileState:
     """The open ``.open`` file: unbuffered, created exclusively, its size tracked, and the
-    captures of its records for the index (a few hundred bytes a record: a file of
-    ``max_file_bytes`` bounds them, as it bounds the lines of the index written at close)."""
+    index lines of its records. At most CAPTURE_RUN lines wait in memory: past that they
+    are sorted into a run file beside the WARC (``<name>.cdxj-run-NNNNN``), and the index
+    written at close merges the runs, so a worker's memory does not follow the size of its
+    open file (a few hundred bytes a record, 0.1 GB at ``max_file_bytes`` = 1 GB of pages
+    once). A crash leaves runs behind: the next start removes them when it recovers the
+    file, which it indexes by reading it."""
 
     def __init__(self, path: Path, final_name: str, info_id: str) -> None:
         self.path = path
         self.final_name = final_name
         self.info_id = info_id
         self.size = 0
-        self.captures: list[tuple[cdxj.Capture, int, int]] = []
+        self.lines: list[str] = []
+        self.runs: list[Path] = []
+        self._made = 0  # run files made, for their names
         self._raw = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in finish()
 
     def write(self, data: bytes) -> None:
@@ -498,9 +521,22 @@ class _FileState:
         self.size += len(data)
 
     def note(self, found: cdxj.Capture | None, offset: int, length: int) -> None:
-        """Keep the capture of the record just written at offset, length bytes long."""
-        if found is not None:
-            self.captures.append((found, offset, length))
+        """Keep the index line of the record just written at offset, length bytes long."""
+        if found is None:
+            return
+        self.lines.append(cdxj.line(found, offset, length, self.final_name))
+        if len(self.lines) < CAPTURE_RUN:
+            return
+        self.runs.append(cdxj.write_run(self._next_run(), self.lines))
+        self.lines = []
+        if len(self.runs) >= cdxj.MERGE_FAN_IN:  # the close merges them all at once
+            merged = self._next_run()
+            cdxj.merge_files(self.runs, merged)
+            self.runs = [merged]
+
+    def _next_run(self) -> Path:
+        self._made += 1
+        return run_path(self.path, self.final_name, self._made)
 
     def discard(self) -> None:
         self._raw.close()
@@ -512,9 +548,8 @@ class _FileState:
         self.path.rename(self.path.with_name(self.final_name))
 
     def index(self) -> None:
-        """Write the index of the finished file from its captures."""
-        name = self.final_name
-        lines = [cdxj.line(found, offset, length, name) for found, offset, length in self.captures]
-        self.captures = []
-        index_beside(self.path.with_name(name), lines)
+        """Write the index of the finished file from its lines and runs."""
+        lines, runs = self.lines, self.runs
+        self.lines, self.runs = [], []
+        index_beside(self.path.with_name(self.final_name), lines, runs)
 

@@ -605,3 +605,56 @@ def test_record_ids_carry_into_their_upper_digits(monkeypatch: pytest.MonkeyPatc
 def test_response_head_is_http_head_of_the_renamed_headers(headers: list[tuple[str, str]]) -> None:
     assert warc_records.stored_response_head("HTTP/1.1 200 OK", headers) == http_head(
         "HTTP/1.1 200 OK", rewrite_transfer_encoding(headers))
+
+
+def test_an_open_files_index_lines_wait_on_disk_past_a_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past CAPTURE_RUN lines, an open file's index lines go to sorted runs (merged when
+    there are MERGE_FAN_IN of them); the index written at close is the one read out of
+    the file, and no run is left."""
+    monkeypatch.setattr(warc, "CAPTURE_RUN", 3)
+    monkeypatch.setattr(cdxj, "MERGE_FAN_IN", 4)
+    with WarcWriter(tmp_path, "hive-07", 10**9, 1, "hive/test", now=clock) as writer:
+        for n in range(40):
+            writer.write_exchange(**exchange(39 - n))
+            state = writer._file
+            assert state is not None and len(state.lines) < 3 and len(state.runs) < 4
+        assert any(warc.RUN_INFIX in p.name for p in tmp_path.iterdir())
+    [written] = warc_files(tmp_path)
+    assert cdxj.index_path(written).read_text().splitlines(keepends=True) == sorted(
+        cdxj.index_file(written).lines)
+    assert not [p for p in tmp_path.iterdir() if warc.RUN_INFIX in p.name]
+
+
+def test_a_writers_memory_does_not_follow_its_open_file(tmp_path: Path) -> None:
+    """Three runs' worth of records in one open file: what the writer holds stays under a
+    run's lines (a worker kept every line of its open file, ~0.5 KB a page, until the
+    file reached warc.max_file_bytes)."""
+    import tracemalloc
+
+    small = exchange(0, body=b"<p>x</p>", response_headers=[("Content-Type", "text/html")])
+    with WarcWriter(tmp_path, "hive-07", 10**12, 1, "hive/test", now=clock) as writer:
+        writer.write_exchange(**small)
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            for n in range(3 * warc.CAPTURE_RUN):
+                writer.write_exchange(**dict(small, url=f"http://a.test/page/{n}"))
+            held = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            tracemalloc.stop()
+    assert held < warc.CAPTURE_RUN * 400, held
+
+
+def test_a_crash_with_runs_is_indexed_from_the_file_and_its_runs_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warc, "CAPTURE_RUN", 2)
+    writer = WarcWriter(tmp_path, "hive-07", 10**9, 1, "hive/test", now=clock)
+    for n in range(7):
+        writer.write_exchange(**exchange(n))
+    assert writer._file is not None and writer._file.runs
+    writer._file._raw.close()  # the process died: its file stays .open, its runs behind
+    with WarcWriter(tmp_path, "hive-07", 10**9, 1, "hive/test", now=clock):
+        [recovered] = warc_files(tmp_path)
+        assert len(cdxj.index_path(recovered).read_text().splitlines()) == 7
+        assert not [p for p in tmp_path.iterdir() if warc.RUN_INFIX in p.name]
