@@ -41,16 +41,23 @@ records, their rotation and their recovery after a crash. Policy:
   and renamed to drop ``.open`` when closed or rotated, so a reader looking
   for ``*.warc.gz`` never sees a torn file. A file is rotated once it reaches
   ``max_file_bytes``; it exceeds that by at most one fetch's records. ``seq``
-  continues from the highest sequence number already on disk for the prefix.
+  continues from the highest sequence number already on disk for the prefix. A
+  writer given another ``suffix`` (the text sink's ``.warc.wet.gz``) names its files
+  so, and readers of ``*.warc.gz`` pass them by.
 * **Recovery**: a writer owns its prefix (one process per worker id). When it
   starts, each ``.open`` file of its prefix left by a crash is cut after its
-  last complete response (or revisit, or the metadata record after one), dropping
+  last complete response (or revisit, or the metadata record after one, or a
+  ``conversion`` record, the only kind in a WET file), dropping
   a torn gzip member and a request whose response never arrived, and renamed to
   its final name; a file left with no response is deleted. Only the tail is read (see ``find_cut``).
 * **Index**: a file finished (closed, rotated or recovered) gets its CDXJ index
   beside it (``hive.fetch.cdxj``), written after the writer's lock is let go. The
   writer takes each response's capture from the record it compresses, so only a
-  recovered file is read back to be indexed.
+  recovered file is read back to be indexed. A writer made with ``indexed=False`` (of
+  WET files: no replay tool reads their index) writes none.
+* **Single records**: ``write_record`` appends one record of the caller's fields and
+  block (the text sink's ``conversion`` records), compressed before the lock is taken;
+  it names no warcinfo (``WARC-Warcinfo-ID`` is optional).
 """
 
 from __future__ import annotations
@@ -104,7 +111,7 @@ _TAIL = 1 << 22
 _MEMBER_START = re.compile(rb"\x1f\x8b\x08\x00\x00\x00\x00\x00[\x00\x02\x04][\x00-\xff]")
 _TYPE_RE = re.compile(rb"\r\nWARC-Type: *([A-Za-z]+)")
 # The records a cut may follow: hive writes a metadata record only after its response.
-_KEPT = (b"response", b"revisit", b"metadata")
+_KEPT = (b"response", b"revisit", b"metadata", b"conversion")
 
 
 class WarcLocation(NamedTuple):
@@ -168,8 +175,8 @@ def _last_safe_end(data: memoryview) -> tuple[int, bytes]:
 def find_cut(path: Path) -> tuple[int, bool]:
     """Where to cut a torn ``.open`` file, and whether a response record precedes the cut.
 
-    The cut follows the last complete response, revisit or metadata record (or the
-    warcinfo): a torn gzip member
+    The cut follows the last complete response, revisit, metadata or conversion record
+    (or the warcinfo): a torn gzip member
     and a request whose response never arrived are dropped. Only the tail can be torn
     (records are only appended, a pair at a time), so this reads the file backwards
     in growing windows: it looks for our gzip member headers (zlib writes mtime 0, so
@@ -257,6 +264,8 @@ class WarcWriter:
         now: Callable[[], float] | None = None,
         info: Sequence[tuple[str, str]] = (),
         metadata_records: bool = True,
+        suffix: str = SUFFIX,
+        indexed: bool = True,
     ) -> None:
         if gzip_level not in GZIP_LEVELS:
             raise ValueError(f"gzip_level must be 0..{GZIP_LEVELS[-1]}, got {gzip_level}")
@@ -269,10 +278,12 @@ class WarcWriter:
         self.software = software
         self.info = list(info)
         self.metadata_records = metadata_records
+        self.suffix = suffix
+        self.indexed = indexed
         self._now: Callable[[], float] = now if now is not None else time.time
         self._lock = threading.Lock()
         self._name_re = re.compile(
-            rf"{re.escape(prefix)}-\d{{14}}-(\d{{5,}}){re.escape(SUFFIX)}(?:{re.escape(OPEN_SUFFIX)})?$"
+            rf"{re.escape(prefix)}-\d{{14}}-(\d{{5,}}){re.escape(suffix)}(?:{re.escape(OPEN_SUFFIX)})?$"
         )
         self._file: _FileState | None = None
         self._records = self._bytes = self._files = 0
@@ -302,7 +313,7 @@ class WarcWriter:
             highest = max(highest, int(match.group(1)))
             if entry.endswith(OPEN_SUFFIX):
                 recovered = recover(self.directory / entry)
-                if recovered is not None:
+                if recovered is not None and self.indexed:
                     index_beside(recovered)
         return highest + 1
 
@@ -408,14 +419,30 @@ class WarcWriter:
             self._records += 3 if metadata else 2
             where = WarcLocation(current.final_name, offset, len(response), response_id, when)
             finished = self._finish() if current.size >= self.max_file_bytes else None
-        if finished is not None:
+        if finished is not None and self.indexed:
+            finished.index()
+        return where
+
+    def write_record(self, fields: Sequence[tuple[str, str]], block: bytes) -> WarcLocation:
+        """Append one record of ``fields`` (WARC-Type, WARC-Record-ID and WARC-Date first;
+        Content-Length is added) and ``block``; return once it is in the kernel. Its
+        gzip member is made before the lock is taken."""
+        record = gzip_member(warc_record(fields, block), self.gzip_level)
+        with self._lock:
+            current = self._file if self._file is not None else self._open()
+            offset = current.size
+            current.write(record)
+            self._records += 1
+            where = WarcLocation(current.final_name, offset, len(record))
+            finished = self._finish() if current.size >= self.max_file_bytes else None
+        if finished is not None and self.indexed:
             finished.index()
         return where
 
     def _open(self) -> _FileState:
         started = self._now()
         stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%d%H%M%S")
-        final_name = f"{self.prefix}-{stamp}-{self._seq:05d}{SUFFIX}"
+        final_name = f"{self.prefix}-{stamp}-{self._seq:05d}{self.suffix}"
         self._seq += 1
         info_id = record_id()
         fields = head_lines("", [
@@ -464,7 +491,7 @@ class WarcWriter:
         A later write opens a new file."""
         with self._lock:
             finished = self._finish()
-        if finished is not None:
+        if finished is not None and self.indexed:
             finished.index()
 
     def stats(self) -> dict[str, int]:
