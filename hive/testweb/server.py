@@ -8,7 +8,9 @@ web from ``python -m hive.testweb`` in a process of its own. With ``sitemaps``
 (off by default, so other tests and benchmarks see the same web), the server
 also answers for the sitemap and feed hosts of hive.testweb.sitemaps
 (``sm-<kind>.<domain>``, on the same port); given a ``CookieWeb``, for its cookie
-hosts (``ck-<i>.<domain>``, hive.testweb.cookies).
+hosts (``ck-<i>.<domain>``, hive.testweb.cookies). It always answers for the text
+host, ``text.<domain>`` (hive.testweb.texts), which no page links to: only a crawl
+seeded with it goes there.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from socketserver import TCPServer
 from types import TracebackType
 from typing import Any, TextIO
 
+from hive.testweb import texts
 from hive.testweb.cookies import CookieWeb
 from hive.testweb.graph import STREAM_SECONDS, Response, Stream, Web
 from hive.testweb.requestlog import Request, hostname, load_log
@@ -126,6 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
                 site.stopping.wait(found.delay)
             reply = (Response(404, b"not found\n", "text/plain") if found is None
                      else Response(found.status, found.body, found.content_type))
+        elif hostname(host) == f"{texts.LABEL}.{site.web.domain}":
+            reply = texts.respond(self.path)
         else:
             reply = site.web.respond(
                 hostname(host), self.path, port=site.port, tripwire=site.tripwire, asked=asked
