@@ -183,6 +183,11 @@ class OutputsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TextConfig:
+    max_chars: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     level: str
     crawl_log_max_bytes: int
@@ -225,6 +230,7 @@ class Config:
     sitemaps: SitemapsConfig
     warc: WarcConfig
     outputs: OutputsConfig
+    text: TextConfig
     log: LogConfig
     hive: HiveConfig
 
@@ -260,7 +266,7 @@ MINIMUM_ONE = {
     "warc.revisit_min_bytes", "hive.max_tries", "hive.overflow", "hive.tcp_port",
     "parse.max_links_per_page", "parse.max_embeds_per_page", "parse.max_css_bytes",
     "sitemaps.max_files_per_host", "sitemaps.base_level", "fetch.max_cookie_bytes",
-    "fetch.max_cookie_header_bytes", "fetch.max_cookies_per_host",
+    "fetch.max_cookie_header_bytes", "fetch.max_cookies_per_host", "text.max_chars",
 }
 
 

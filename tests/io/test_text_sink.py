@@ -1,0 +1,206 @@
+"""The text sink (hive.fetch.text_sink), on a real worker crawling the test web and its
+text host (hive.testweb.texts), read back with warcio."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from hive import config
+from hive.errors import ConfigError
+from hive.fetch import text
+from hive.fetch.warc import WarcWriter
+from hive.fetch.warc_records import sha1_digest
+from hive.procs.worker import Worker
+from hive.testweb import Web, WebProcess, texts
+from tests.conftest import WEB_ADDRESS, crawl_config
+
+WARC = "hive.fetch.warc_sink:build"
+TEXT = "hive.fetch.text_sink:build"
+MAX_CHARS = 50_000
+
+pytestmark = pytest.mark.skipif(not text.available(), reason="the text extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def text_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
+    log = tmp_path_factory.mktemp("web") / "requests.jsonl"
+    with WebProcess(Web(seed=5, hosts=2, pages=5, hostile=False), log,
+                    host=WEB_ADDRESS) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def crawled(text_web: WebProcess,
+            tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, float]]:
+    """A crawl of the normal hosts and the text host with the text sink on (closed: its
+    files are final), and the worker's stats at the end."""
+    directory = tmp_path_factory.mktemp("crawl")
+    cfg = crawl_config(text_web, outputs={"sinks": [WARC, TEXT]},
+                       text={"max_chars": MAX_CHARS})
+    worker = Worker(cfg, directory / "store", warc_dir=directory / "warc", log_dir=directory)
+    try:
+        seeds = [*text_web.seeds(), text_web.url(f"{texts.LABEL}.{text_web.web.domain}")]
+        worker.add(seeds, time.time())
+        assert worker.run_until_idle(timeout=60)
+        stats = worker.stats()
+    finally:
+        worker.close()
+    return directory, stats
+
+
+def html_responses(directory: Path) -> dict[str, str]:
+    """URI -> WARC-Date of every 200 HTML response record in the WARC files."""
+    found = {}
+    for path in sorted((directory / "warc").glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type != "response":
+                    continue
+                headers = record.http_headers
+                if headers.get_statuscode() == "200" and "html" in (
+                        headers.get_header("Content-Type") or ""):
+                    found[record.rec_headers.get_header("WARC-Target-URI")] = (
+                        record.rec_headers.get_header("WARC-Date"))
+    return found
+
+
+def conversions(directory: Path) -> dict[str, tuple[dict[str, str], str]]:
+    """URI -> (WARC headers, text) of every conversion record in the WET files, each
+    checked against its block digest."""
+    found = {}
+    for path in sorted((directory / "warc").glob("*.warc.wet.gz")):
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type == "warcinfo":
+                    continue
+                assert record.rec_type == "conversion"
+                block = record.content_stream().read()
+                headers = dict(record.rec_headers.headers)
+                assert headers["WARC-Block-Digest"] == sha1_digest(block)
+                assert headers["Content-Type"] == "text/plain"
+                found[headers["WARC-Target-URI"]] = (headers, block.decode("utf-8"))
+    return found
+
+
+def text_url(server: WebProcess, path: str) -> str:
+    return server.url(f"{texts.LABEL}.{server.web.domain}", path)
+
+
+def test_every_html_page_has_a_conversion_record_naming_its_response(
+    text_web: WebProcess, crawled: tuple[Path, dict[str, float]]
+) -> None:
+    """Each 200 HTML response has one conversion record of the same URI and date (but the
+    page without text and the one that cannot be decoded), and nothing else has one."""
+    directory, stats = crawled
+    responses, records = html_responses(directory), conversions(directory)
+    unconverted = {text_url(text_web, "/empty.html"), text_url(text_web, "/broken.html")}
+    assert unconverted <= responses.keys()
+    assert records.keys() == responses.keys() - unconverted
+    assert len(records) > 2 * 5
+    for uri, (headers, _) in records.items():
+        assert headers["WARC-Date"] == headers["WARC-Refers-To-Date"] == responses[uri]
+        assert headers["WARC-Refers-To-Target-URI"] == uri
+        assert "WARC-Identified-Content-Language" in headers, uri
+    assert stats["text/converted"] == len(records)
+    assert stats["text/skipped/empty"] == 1
+    assert stats["text/skipped/not_html"] >= 1 + 3  # notes.txt, each host's robots.txt
+    assert not list((directory / "warc").glob("*text*.open"))
+    assert not list((directory / "warc").glob("*text*.cdxj"))
+
+
+@pytest.mark.parametrize("path", sorted(texts.SENTENCES))
+def test_the_text_and_language_of_pages_in_other_encodings_and_gzip(
+    text_web: WebProcess, crawled: tuple[Path, dict[str, float]], path: str
+) -> None:
+    """French in windows-1252 (Content-Type charset), Japanese in Shift_JIS (a meta charset
+    only), German gzip-encoded: each is read as the page says, in its language."""
+    headers, page = conversions(crawled[0])[text_url(text_web, path)]
+    assert texts.SENTENCES[path] in page
+    assert headers["WARC-Identified-Content-Language"] == texts.LANGUAGES[path]
+
+
+def test_a_huge_page_is_cut_at_max_chars_and_counted(
+    text_web: WebProcess, crawled: tuple[Path, dict[str, float]]
+) -> None:
+    directory, stats = crawled
+    headers, page = conversions(directory)[text_url(text_web, "/huge.html")]
+    assert texts.HUGE_CHARS > 2 * MAX_CHARS
+    assert len(page) == MAX_CHARS
+    assert int(headers["Content-Length"]) == MAX_CHARS  # ASCII: a byte a character
+    assert stats["text/truncated"] == 1
+
+
+def test_an_unreadable_page_is_the_sinks_failure_counted_and_the_crawl_goes_on(
+    text_web: WebProcess, crawled: tuple[Path, dict[str, float]]
+) -> None:
+    """/broken.html says gzip and is not: the text sink fails on it, counted, and every
+    other page after it is still converted and ends as it would without the sink."""
+    directory, stats = crawled
+    assert stats["sinks/text/failed"] == 1
+    log = [json.loads(line) for line in (directory / "crawl-00.jsonl").read_text().splitlines()]
+    broken = [e for e in log if e["url"] == text_url(text_web, "/broken.html")]
+    assert len(broken) == 1 and broken[0]["outcome"] != "error"
+    assert text_url(text_web, "/huge.html") in conversions(directory)
+
+
+def test_naming_the_text_sink_without_the_extra_is_refused_naming_the_key(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "resiliparse", None)  # find_spec: not installed
+    monkeypatch.delitem(sys.modules, "hive.fetch.text_sink", raising=False)
+    with pytest.raises(ConfigError, match=r"outputs.sinks: .*pip install 'hive-crawler\[text\]'"):
+        config.load(environ={}).replace(outputs={"sinks": [WARC, TEXT]})
+
+
+def test_the_text_sink_is_off_by_default() -> None:
+    assert TEXT not in config.load(environ={}).outputs.sinks
+
+
+def test_a_torn_wet_file_is_recovered_by_its_own_writer_only(tmp_path: Path) -> None:
+    """kill -9 leaves a WARC file and a WET file open in one directory: the WARC writer's
+    recovery leaves the WET file alone; the text writer cuts its torn tail after the last
+    whole conversion record and renames it, with no index."""
+    script = f"""
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from hive.fetch.warc import WarcWriter
+from hive.fetch.warc_records import record_id, warc_date
+here = Path({str(tmp_path)!r})
+warc = WarcWriter(here, "hive-00", 10**9, 1, "test")
+warc.write_exchange(url="http://a/0", ip=None, request=b"GET / HTTP/1.1\\r\\n\\r\\n",
+                    status_line="HTTP/1.1 200 OK", response_headers=[], body=b"x")
+wet = WarcWriter(here, "hive-00-text", 10**9, 1, "test", suffix=".warc.wet.gz", indexed=False)
+for n in range(3):
+    wet.write_record([("WARC-Type", "conversion"), ("WARC-Record-ID", record_id()),
+                      ("WARC-Date", warc_date(0)), ("WARC-Target-URI", f"http://a/{{n}}"),
+                      ("Content-Type", "text/plain")], f"page {{n}}".encode())
+[torn] = here.glob("*.wet.gz.open")
+with torn.open("ab") as f:
+    f.write(os.urandom(300))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    done = subprocess.run([sys.executable, "-c", script], check=False, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    (torn,) = tmp_path.glob("*.wet.gz.open")
+    WarcWriter(tmp_path, "hive-00", 10**9, 1, "test").close()
+    assert torn.exists()
+    assert len(list(tmp_path.glob("hive-00-2*.cdxj"))) == 1
+    WarcWriter(tmp_path, "hive-00-text", 10**9, 1, "test", suffix=".warc.wet.gz",
+               indexed=False).close()
+    (final,) = tmp_path.glob("hive-00-text-*.warc.wet.gz")
+    assert final.name == torn.name.removesuffix(".open")
+    with final.open("rb") as f:
+        uris = [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(f)
+                if r.rec_type == "conversion"]
+    assert uris == ["http://a/0", "http://a/1", "http://a/2"]
+    assert not list(tmp_path.glob("*text*.cdxj"))
