@@ -22,7 +22,8 @@ the WARC directory, written by a WarcWriter of that prefix and suffix (rotation 
 readers of ``*.warc.gz`` never take them for captures.
 
 Counted (``text/…``): pages converted, truncated at ``max_chars``, and skipped by
-reason (``not_ok``: another status; ``not_html``; ``empty``: no text). A body whose
+reason (``not_ok``: another status; ``not_html``; ``binary``: a body that sniffs as
+binary, as hive.fetch.parse sniffs it, whatever its label; ``empty``: no text). A body whose
 content coding cannot be undone raises UnreadablePage, which the sinks count as this
 sink's failure (``sinks/text/failed``) while the crawl goes on.
 
@@ -40,7 +41,7 @@ from hive.errors import ConfigError
 from hive.fetch import text
 from hive.fetch.decoding import decode_body
 from hive.fetch.headers import content_codings
-from hive.fetch.parse import HTML_TYPES, media_type, page_encoding
+from hive.fetch.parse import HTML_TYPES, media_type, page_encoding, sniff_binary
 from hive.fetch.sinks import Exchange, Sink, SinkContext
 from hive.fetch.warc import WarcWriter
 from hive.fetch.warc_records import one_line, record_id, sha1_digest, warc_date
@@ -102,11 +103,14 @@ class TextSink(Sink):
         html, problem, note = decode_body(exchange.body, codings, self.max_decoded_bytes)
         if problem not in (None, "decoded_too_large"):
             raise UnreadablePage(f"{exchange.url}: {note}")
+        if sniff_binary(html):
+            self._count("skipped/binary")
+            return
         page = text.page_text(html, page_encoding(html, charset), self.max_chars)
         if not page.text.strip():
             self._count("skipped/empty")
             return
-        block = page.text.encode("utf-8")
+        block = page.text.encode("utf-8", "replace")  # a lone surrogate, were there one
         self.writer.write_record([
             *conversion_fields(exchange, page),
             ("Content-Type", "text/plain"),

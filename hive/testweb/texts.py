@@ -11,6 +11,7 @@ allows all; ``/`` (English) links every page below::
     /broken.html   Content-Encoding: gzip over bytes that are not gzip
     /notes.txt     text/plain
     /empty.html    an HTML page without text
+    /binary.html   random bytes with NULs, labelled text/html
 
 :data:`LANGUAGES` is the language of each page that has one.
 """
@@ -18,6 +19,7 @@ allows all; ``/`` (English) links every page below::
 from __future__ import annotations
 
 import gzip
+import random
 
 from hive.testweb.graph import Response
 
@@ -35,7 +37,7 @@ _GERMAN = ("Diese Seite ist auf Deutsch geschrieben und wird komprimiert übertr
            "damit der Text erst entpackt werden muss. ")
 
 PAGES = ("/fr.html", "/ja.html", "/de.html", "/huge.html", "/broken.html", "/notes.txt",
-         "/empty.html")
+         "/empty.html", "/binary.html")
 LANGUAGES = {"/": "en", "/fr.html": "fr", "/ja.html": "ja", "/de.html": "de",
              "/huge.html": "en"}
 #: A sentence of each page, as its main text has it.
@@ -77,6 +79,9 @@ def respond(path: str) -> Response:
             return Response(200, b"this is not gzip " * 20, _HTML, (("Content-Encoding", "gzip"),))
         case "/notes.txt":
             return Response(200, _ENGLISH.encode(), "text/plain; charset=utf-8")
+        case "/binary.html":
+            noise = random.Random("texts:binary").randbytes(4096)
+            return Response(200, b"\x00" + noise)
         case "/empty.html":
             return Response(200, _page("", "<div></div>").encode())
     return Response(404, b"not found\n", "text/plain")

@@ -102,7 +102,7 @@ def test_every_html_page_has_a_conversion_record_naming_its_response(
     page without text and the one that cannot be decoded), and nothing else has one."""
     directory, stats = crawled
     responses, records = html_responses(directory), conversions(directory)
-    unconverted = {text_url(text_web, "/empty.html"), text_url(text_web, "/broken.html")}
+    unconverted = {text_url(text_web, p) for p in ("/empty.html", "/broken.html", "/binary.html")}
     assert unconverted <= responses.keys()
     assert records.keys() == responses.keys() - unconverted
     assert len(records) > 2 * 5
@@ -111,7 +111,7 @@ def test_every_html_page_has_a_conversion_record_naming_its_response(
         assert headers["WARC-Refers-To-Target-URI"] == uri
         assert "WARC-Identified-Content-Language" in headers, uri
     assert stats["text/converted"] == len(records)
-    assert stats["text/skipped/empty"] == 1
+    assert stats["text/skipped/empty"] == stats["text/skipped/binary"] == 1
     assert stats["text/skipped/not_html"] >= 1 + 3  # notes.txt, each host's robots.txt
     assert not list((directory / "warc").glob("*text*.open"))
     assert not list((directory / "warc").glob("*text*.cdxj"))
