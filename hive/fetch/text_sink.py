@@ -23,9 +23,10 @@ readers of ``*.warc.gz`` never take them for captures.
 
 Counted (``text/…``): pages converted, truncated at ``max_chars``, and skipped by
 reason (``not_ok``: another status; ``not_html``; ``binary``: a body that sniffs as
-binary, as hive.fetch.parse sniffs it, whatever its label; ``empty``: no text). A body whose
-content coding cannot be undone raises UnreadablePage, which the sinks count as this
-sink's failure (``sinks/text/failed``) while the crawl goes on.
+binary, as hive.fetch.parse sniffs it, whatever its label; ``empty``: no text). A
+body whose content coding cannot be undone (corrupt, or unknown) raises UnreadablePage,
+which the sinks count as this sink's failure (``sinks/text/failed``) while the crawl
+goes on.
 
 Without the ``text`` extra, importing this module is a ConfigError naming
 ``outputs.sinks``: the config loads every sink's path before any process starts.
@@ -53,8 +54,8 @@ WET_SUFFIX = ".warc.wet.gz"
 
 
 class UnreadablePage(ValueError):
-    """A page whose content coding could not be undone (a corrupt stream, too many codings,
-    the deadline)."""
+    """A page whose content coding could not be undone: a corrupt stream, too many codings,
+    or one hive.fetch.decoding does not know (``br`` without brotli, ``compress``)."""
 
 
 def conversion_fields(exchange: Exchange, page: text.PageText) -> list[tuple[str, str]]:
@@ -101,8 +102,8 @@ class TextSink(Sink):
         codings = [coding for name, value in exchange.headers
                    if name.lower() == "content-encoding" for coding in content_codings(value)]
         html, problem, note = decode_body(exchange.body, codings, self.max_decoded_bytes)
-        if problem not in (None, "decoded_too_large"):
-            raise UnreadablePage(f"{exchange.url}: {note}")
+        if problem not in (None, "decoded_too_large") or (problem is None and note):
+            raise UnreadablePage(f"{exchange.url}: {note}")  # note: why, or the coding left
         if sniff_binary(html):
             self._count("skipped/binary")
             return

@@ -9,6 +9,7 @@ allows all; ``/`` (English) links every page below::
     /de.html       German, Content-Encoding: gzip
     /huge.html     English paragraphs, HUGE_CHARS characters of text
     /broken.html   Content-Encoding: gzip over bytes that are not gzip
+    /compress.html Content-Encoding: compress, a coding no client decodes
     /notes.txt     text/plain
     /empty.html    an HTML page without text
     /binary.html   random bytes with NULs, labelled text/html
@@ -36,8 +37,8 @@ _JAPANESE = "これは日本語で書かれたページです。言語の判定�
 _GERMAN = ("Diese Seite ist auf Deutsch geschrieben und wird komprimiert übertragen, "
            "damit der Text erst entpackt werden muss. ")
 
-PAGES = ("/fr.html", "/ja.html", "/de.html", "/huge.html", "/broken.html", "/notes.txt",
-         "/empty.html", "/binary.html")
+PAGES = ("/fr.html", "/ja.html", "/de.html", "/huge.html", "/broken.html", "/compress.html",
+         "/notes.txt", "/empty.html", "/binary.html")
 LANGUAGES = {"/": "en", "/fr.html": "fr", "/ja.html": "ja", "/de.html": "de",
              "/huge.html": "en"}
 #: A sentence of each page, as its main text has it.
@@ -77,6 +78,9 @@ def respond(path: str) -> Response:
             return Response(200, _page("Huge", _article(_ENGLISH, times)).encode())
         case "/broken.html":
             return Response(200, b"this is not gzip " * 20, _HTML, (("Content-Encoding", "gzip"),))
+        case "/compress.html":
+            body = b"\x1f\x9d\x90" + _ENGLISH.encode()
+            return Response(200, body, _HTML, (("Content-Encoding", "compress"),))
         case "/notes.txt":
             return Response(200, _ENGLISH.encode(), "text/plain; charset=utf-8")
         case "/binary.html":

@@ -26,6 +26,7 @@ from tests.conftest import WEB_ADDRESS, crawl_config
 WARC = "hive.fetch.warc_sink:build"
 TEXT = "hive.fetch.text_sink:build"
 MAX_CHARS = 50_000
+UNCONVERTED = ("/empty.html", "/broken.html", "/compress.html", "/binary.html")
 
 pytestmark = pytest.mark.skipif(not text.available(), reason="the text extra is not installed")
 
@@ -102,7 +103,7 @@ def test_every_html_page_has_a_conversion_record_naming_its_response(
     page without text and the one that cannot be decoded), and nothing else has one."""
     directory, stats = crawled
     responses, records = html_responses(directory), conversions(directory)
-    unconverted = {text_url(text_web, p) for p in ("/empty.html", "/broken.html", "/binary.html")}
+    unconverted = {text_url(text_web, p) for p in UNCONVERTED}
     assert unconverted <= responses.keys()
     assert records.keys() == responses.keys() - unconverted
     assert len(records) > 2 * 5
@@ -142,13 +143,15 @@ def test_a_huge_page_is_cut_at_max_chars_and_counted(
 def test_an_unreadable_page_is_the_sinks_failure_counted_and_the_crawl_goes_on(
     text_web: WebProcess, crawled: tuple[Path, dict[str, float]]
 ) -> None:
-    """/broken.html says gzip and is not: the text sink fails on it, counted, and every
-    other page after it is still converted and ends as it would without the sink."""
+    """/broken.html says gzip and is not, /compress.html has a coding nothing decodes: the
+    text sink fails on each, counted, and every other page is still converted; each ends
+    as it would without the sink."""
     directory, stats = crawled
-    assert stats["sinks/text/failed"] == 1
+    assert stats["sinks/text/failed"] == 2
     log = [json.loads(line) for line in (directory / "crawl-00.jsonl").read_text().splitlines()]
-    broken = [e for e in log if e["url"] == text_url(text_web, "/broken.html")]
-    assert len(broken) == 1 and broken[0]["outcome"] != "error"
+    for path in ("/broken.html", "/compress.html"):
+        lines = [e for e in log if e["url"] == text_url(text_web, path)]
+        assert len(lines) == 1 and lines[0]["outcome"] != "error", lines
     assert text_url(text_web, "/huge.html") in conversions(directory)
 
 
