@@ -18,7 +18,8 @@ Bounds: the page is already bounded by ``fetch.max_decoded_bytes``; the text kep
 at most ``max_chars`` characters; the detector reads at most LANGUAGE_SAMPLE. A text
 with fewer than MIN_LETTERS letters gets no language (None): a guess on a few words
 is noise. Both libraries are the ``text`` extra; :func:`available` says whether they
-are installed, and the config refuses ``text.enabled`` without them.
+are installed, and the config refuses an ``outputs.sinks`` that names the text sink
+(hive.fetch.text_sink) without them.
 """
 
 from __future__ import annotations
