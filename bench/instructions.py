@@ -1,6 +1,6 @@
 """Instructions per page: a hive crawl under callgrind, counted after a warm-up.
 
-    python bench/instructions.py [--hosts 10] [--pages 100] [--warmup 100]
+    python bench/instructions.py [--hosts 10] [--pages 100] [--warmup 100] [--set KEY=VALUE]
 
 CPU seconds on these shared machines move by 10-15 % between identical runs, so a
 change of a few per cent needs many alternating runs to show (bench_crawl.py). An
@@ -16,7 +16,9 @@ callgrind the crawl runs ~50 times slower, so a process's turns, reports and
 timers weigh ~50 times more per page than in a real crawl (the supervisor's row
 is mostly that). Compare one commit with another by running this in each
 checkout (``PYTHONPATH`` at it); bench/README.md has a series. Needs valgrind
-(Debian's ``valgrind``); takes 2-4 minutes.
+(Debian's ``valgrind``); takes 2-4 minutes. ``--set`` (repeatable) passes a config
+override to ``hive start``, to compare a setting on and off in one checkout, e.g.
+``--set 'outputs.sinks=["hive.fetch.warc_sink:build","hive.fetch.text_sink:build"]'``.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100, help="pages before counting")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="SECTION.KEY=VALUE", help="a config override for hive start")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
@@ -86,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             ["valgrind", "--tool=callgrind", "--trace-children=yes",
              f"--callgrind-out-file={out_dir}/cg.%p", os.path.realpath(sys.executable),
              "-m", "cli", "--config", str(work / "hive.toml"), "start", "--procs", "1",
-             "--data", str(work / "data"), "--seeds", str(work / "seeds.txt"), "--quiet"],
+             "--data", str(work / "data"), "--seeds", str(work / "seeds.txt"), "--quiet",
+             *(arg for item in args.overrides for arg in ("--set", item))],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + args.timeout
