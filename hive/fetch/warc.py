@@ -412,7 +412,9 @@ class WarcWriter:
             offset = current.size + len(request)
             current.write(b"".join([request, response, metadata]))
             # Heads that reach HEAD_BYTES: the capture a reader of the file would take.
-            if len(warc_head) + len(head) + 4 >= cdxj.HEAD_BYTES:
+            if not self.indexed:
+                pass  # no index: no lines, no runs
+            elif len(warc_head) + len(head) + 4 >= cdxj.HEAD_BYTES:
                 current.note(cdxj.capture(record[: cdxj.HEAD_BYTES]), offset, len(response))
             else:
                 current.note(found, offset, len(response))
