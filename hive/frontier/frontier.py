@@ -249,7 +249,7 @@ class Frontier:
         for hk, group in groups.items():
             hh = host_hash(hk)
             host = self.back.host(hh) or HostState(hk)
-            before = host.admitted, host.sitemaps, host.listed
+            before = host.admitted, host.sitemaps, host.listed, host.stale
             for record in group:
                 key = URL_KEY.pack(hh, url_hash(record.url))
                 kind = record.kind
@@ -280,7 +280,7 @@ class Frontier:
                     level = 1 if level < 1 else levels
                 seq += 1
                 queued.append((level, seq, record.encode()))
-            if (host.admitted, host.sitemaps, host.listed) != before:
+            if (host.admitted, host.sitemaps, host.listed, host.stale) != before:
                 self._touch(hh, host)
         self._seq = seq
         self.front.extend(queued)
@@ -311,6 +311,7 @@ class Frontier:
             return None
         seen.upgrade(key, record)
         self._count("frontier/upgraded")
+        host.stale += 1  # the entry queued before now goes unfetched when it comes up
         entry = pending_entry(state)
         if entry is not None and entry[0] == LISTED:  # now the host's own, not a listing
             host.listed -= 1
@@ -498,6 +499,7 @@ class Frontier:
         key = url_key(hh, self.fingerprint(record.url))
         if not self.seen.live(key, record):
             self._count("frontier/superseded")
+            host.stale = max(host.stale - 1, 0)
             return
         if record.kind == LISTED and self._listed_ends(key, host, record):
             host.admitted += 1
@@ -556,6 +558,7 @@ class Frontier:
             if not self.seen.live(url_key(hh, self.fingerprint(record.url)), record):
                 self.back.remove(key, host)
                 self._count("frontier/superseded")
+                host.stale = max(host.stale - 1, 0)
                 self._dirty.add(hh)
                 heap.schedule(hh, now, now)
                 continue

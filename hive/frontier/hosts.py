@@ -31,6 +31,10 @@ _SITEMAPS = struct.Struct(">I")
 # Pages of the host listed by sitemaps of other origins and not yet vouched for, after that
 # (stores written before lack it: 0).
 _LISTED = struct.Struct(">I")
+# Queue entries of the host whose URL a stronger discovery has given a newer entry: they
+# go without a fetch when they come up, so they cost the host no time (stores written
+# before lack it: 0).
+_STALE = struct.Struct(">I")
 
 
 class HostState:
@@ -38,6 +42,7 @@ class HostState:
         "host_key", "next_allowed", "delay", "download_time", "crawl_delay", "robots_until",
         "admitted", "fetched", "queued", "failures", "parked_at", "robots_tries",
         "blocked", "head", "http_robots_until", "http_robots_tries", "sitemaps", "listed",
+        "stale",
     )
 
     def __init__(self, host_key: str) -> None:
@@ -58,6 +63,7 @@ class HostState:
         self.blocked = ""
         self.sitemaps = 0
         self.listed = 0
+        self.stale = 0
         self.head: tuple[bytes, bytes] | None = None
 
     def robots_state(self, scheme: str) -> tuple[float, int]:
@@ -79,11 +85,19 @@ class HostState:
             self.parked_at, self.robots_tries,
         )
         tail = _HTTP_ROBOTS.pack(self.http_robots_until, self.http_robots_tries)
-        if self.sitemaps or self.listed:
+        if self.sitemaps or self.listed or self.stale:
             tail += _SITEMAPS.pack(self.sitemaps)
-        if self.listed:
+        if self.listed or self.stale:
             tail += _LISTED.pack(self.listed)
+        if self.stale:
+            tail += _STALE.pack(self.stale)
         return head + self.blocked.encode() + b"\0" + self.host_key.encode() + b"\0" + tail
+
+    @property
+    def pending(self) -> int:
+        """The host's queue entries that will be fetched: ``queued`` less the stale ones (a
+        lower bound of its URLs still to fetch)."""
+        return max(self.queued - self.stale, 0)
 
     @classmethod
     def decode(cls, data: bytes) -> HostState:
@@ -92,12 +106,16 @@ class HostState:
         key, _, tail = rest.partition(b"\0")
         state = cls(key.decode())
         with_sitemaps = _HTTP_ROBOTS.size + _SITEMAPS.size
-        if len(tail) in (_HTTP_ROBOTS.size, with_sitemaps, with_sitemaps + _LISTED.size):
+        with_listed = with_sitemaps + _LISTED.size
+        if len(tail) in (_HTTP_ROBOTS.size, with_sitemaps, with_listed,
+                         with_listed + _STALE.size):
             state.http_robots_until, state.http_robots_tries = _HTTP_ROBOTS.unpack_from(tail)
         if len(tail) >= with_sitemaps:
             (state.sitemaps,) = _SITEMAPS.unpack_from(tail, _HTTP_ROBOTS.size)
-        if len(tail) == with_sitemaps + _LISTED.size:
+        if len(tail) >= with_listed:
             (state.listed,) = _LISTED.unpack_from(tail, with_sitemaps)
+        if len(tail) == with_listed + _STALE.size:
+            (state.stale,) = _STALE.unpack_from(tail, with_listed)
         (
             state.next_allowed, state.delay, state.download_time, state.crawl_delay,
             state.robots_until, state.admitted, state.fetched, state.queued, state.failures,

@@ -86,7 +86,7 @@ class HostView:
 
         def drain(host: HostState) -> float:
             cycle = host.download_time + delay(host.download_time, host.crawl_delay)
-            return max(host.next_allowed - now, 0.0) + host.queued * cycle
+            return max(host.next_allowed - now, 0.0) + host.pending * cycle
 
         out: dict[str, float] = {
             "hosts/time": now, "hosts/seen": len(hosts), "hosts/unseen": parked - scanned,
@@ -94,7 +94,7 @@ class HostView:
         }
         if not hosts:
             return out
-        top = heapq.nlargest(self.top, hosts, key=lambda item: item[1].queued)
+        top = heapq.nlargest(self.top, hosts, key=lambda item: item[1].pending)
         slowest = max(hosts, key=lambda item: drain(item[1]))
         if all(hh != slowest[0] for hh, _ in top):
             top.append(slowest)
@@ -114,7 +114,7 @@ class HostView:
             state = "ready" if host.next_allowed <= now else "waiting"
         politeness = frontier.politeness
         values = {
-            "pending": host.queued, "state": STATES.index(state), "next": host.next_allowed,
+            "pending": host.pending, "state": STATES.index(state), "next": host.next_allowed,
             "delay": politeness.delay(host.download_time, host.crawl_delay),
             "backoff": politeness.backoff(host.failures) if host.failures else 0.0,
             "failures": host.failures,

@@ -60,5 +60,5 @@ def _queued(store: Path, pending: Pending) -> Iterator[tuple[str, int]]:
         pending.retrying += txn.entries("retries")
         for _, value in txn.items("hosts"):
             state = HostState.decode(value)
-            pending.queued += state.queued
-            yield state.host_key, state.queued
+            pending.queued += state.pending
+            yield state.host_key, state.pending

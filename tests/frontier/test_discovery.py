@@ -13,6 +13,7 @@ import pytest
 
 from hive.core.lease import Lease, LeaseKind
 from hive.core.record import FEED, LISTED, PAGE, SITEMAP, UrlRecord
+from hive.core.urls import host_hash
 from hive.frontier.frontier import Frontier
 from hive.frontier.hosts import HostState
 from hive.frontier.verify import verify_store
@@ -254,3 +255,42 @@ def test_a_url_found_ever_closer_is_queued_a_bounded_number_of_times(
     assert [(r.kind, r.depth) for r in served] == [(FEED, 0)]
     assert f.stats()["frontier/superseded"] == 2 * (max_depth + 1)
     verified(o, f)
+
+
+@pytest.mark.parametrize("reopen", REOPEN)
+def test_a_hosts_pending_count_leaves_out_the_entries_a_stronger_find_replaced(
+    opener: Callable[..., Opener], reopen: str
+) -> None:
+    """Pages found again nearer their seed keep their first entries queued until they come
+    up: the host's ``pending`` (what the drain forecast and status count) leaves those
+    out, so a forecast never says more than the URLs to fetch (it said 58 s for a host
+    whose 8 pages at a 4 s delay could take at most 45 s), and it is kept across a restart."""
+    o = opener()
+    f = o.open()
+    urls = [f"http://a.test/p{i}" for i in range(5)]
+    assert f.admit([rec(url, depth=3) for url in urls], 0.0) == 5
+    assert f.admit([rec(url, depth=1) for url in urls[:3]], 0.0) == 0  # upgrades
+    f.commit(0.0)
+    f = settle(o, f, reopen)
+    served = pages(f, 1.0)
+    assert sorted(r.url for r in served) == urls  # each once
+    assert f.counts.get("frontier/superseded") == 3
+    host = f.back.host(host_hash("a.test"))
+    assert host is not None and host.stale == 0 and host.pending == 0
+
+
+def test_the_pending_count_while_stale_entries_wait(opener: Callable[..., Opener]) -> None:
+    o = opener()
+    f = o.open()
+    urls = [f"http://a.test/p{i}" for i in range(8)]
+    f.admit([rec(url, depth=3) for url in urls], 0.0)
+    f.admit([rec(url, depth=1) for url in urls], 0.0)
+    f.commit(0.0)
+    f.pop_ready(0.0)  # the front drawn into the host's queue: 16 entries, 8 URLs
+    f.commit(0.0)
+    [hh] = list(f.back.bound)
+    host = f.back.bound[hh]
+    assert host.queued == 16 and host.stale == 8 and host.pending == 8
+    assert HostState.decode(host.encode()).stale == 8
+    plain = HostState("b.test")
+    assert HostState.decode(plain.encode()).stale == 0
