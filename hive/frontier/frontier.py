@@ -122,6 +122,17 @@ BASE_COUNTERS = (
 
 
 
+def _hold(host: HostState, kind: str) -> None:
+    """Count a URL newly admitted to its host by what it is: a sitemap, a listing of a
+    foreign sitemap not yet vouched for, or one of the host's own pages."""
+    if kind == SITEMAP:
+        host.sitemaps += 1
+    elif kind == LISTED:
+        host.listed += 1
+    else:
+        host.admitted += 1
+
+
 class Ready(NamedTuple):
     """``pop_ready``'s answer: a lease, or none and when to ask again (None: no work)."""
 
@@ -263,12 +274,7 @@ class Frontier:
                     self._refuse(key, host, record)
                     continue
                 if add(key, record):
-                    if kind == SITEMAP:
-                        host.sitemaps += 1
-                    elif kind == LISTED:
-                        host.listed += 1
-                    else:
-                        host.admitted += 1
+                    _hold(host, kind)
                 else:
                     upgrade = self._found_again(key, record, host)
                     if upgrade is None:
@@ -299,12 +305,7 @@ class Frontier:
             seen.upgrade(key, record)
             self._count(f"frontier/refused/{state[1:].decode('utf-8', 'replace')}", -1)
             self._count("frontier/overturned")
-            if kind == SITEMAP:
-                host.sitemaps += 1
-            elif kind == LISTED:
-                host.listed += 1
-            else:
-                host.admitted += 1
+            _hold(host, kind)
             return False
         if state is None or not stronger(record, state):
             self._count("frontier/duplicates")
