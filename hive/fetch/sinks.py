@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -96,6 +96,21 @@ class Exchange(NamedTuple):
             result.finished, result.content_type, via, hop_path,
         )
 
+
+
+def failed_key(label: str) -> str:
+    """The stats key counting an optional sink's failures: ``sinks/<label>/failed``."""
+    return f"sinks/{label}/failed"
+
+
+def failures(stats: Mapping[str, object]) -> dict[str, int]:
+    """An optional sink's failures by its label, read from one worker's stats."""
+    out: dict[str, int] = {}
+    for key, value in stats.items():
+        if (key.startswith("sinks/") and key.endswith("/failed") and isinstance(value, int | float)
+                and not isinstance(value, bool)):
+            out[key[len("sinks/"):-len("/failed")]] = int(value)
+    return out
 
 @dataclass(frozen=True, slots=True)
 class SinkContext:
@@ -204,7 +219,7 @@ class Sinks:
             out.update(sink.stats())
         with self._lock:
             for label, count in self._failures.items():
-                out[f"sinks/{label}/failed"] = count
+                out[failed_key(label)] = count
         return out
 
     def close(self) -> None:

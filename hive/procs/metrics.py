@@ -11,7 +11,7 @@ from /proc at the scrape, through psutil objects owned by the collector.
 Per worker (label ``worker``): pages fetched, bytes, requests, outcomes by
 kind, HTTP responses by status class, refusals by reason, URLs admitted and
 pending, hosts by state, leases in flight, cookies refused and dropped and the
-bytes the cookie jars hold, the fetch-duration histogram
+bytes the cookie jars hold, optional outputs' failures by sink, the fetch-duration histogram
 (hive/procs/fetchtimes.py), the politeness wait (until its first waiting host
 may go), robots.txt and DNS cache hits and misses, outbox depth, the drain
 forecast (hive/procs/hoststatus.py) and the time of the last report. Per
@@ -48,6 +48,7 @@ from prometheus_client.core import (
 
 from hive.config import HiveConfig
 from hive.errors import HiveError
+from hive.fetch.sinks import failures
 from hive.procs.fetchtimes import BUCKET_KEYS, SUM_KEY
 
 STOP_TIMEOUT = 5.0
@@ -159,6 +160,8 @@ class HiveCollector:
                                   labels=["worker"])
         seen = GaugeMetricFamily("hive_worker_last_report_timestamp_seconds",
                                  "When the worker sent its last report.", labels=["worker"])
+        sinks = CounterMetricFamily("hive_sink_failures", "Exchanges an optional output "
+                                    "failed to take, by sink.", labels=["worker", "sink"])
         durations = HistogramMetricFamily(
             "hive_fetch_duration_seconds", "Seconds from lease to the end of the response, "
             "for outcomes that reached the host.", labels=["worker"])
@@ -176,6 +179,8 @@ class HiveCollector:
             forecast, at = _number(stats.get("hosts/drain")), _number(stats.get("hosts/time"))
             if forecast is not None and at is not None:
                 drain.add_metric([label], max(forecast - max(now - at, 0.0), 0.0))
+            for sink, count in failures(stats).items():
+                sinks.add_metric([label, sink], count)
             reported = _number(stats.get("hive/time"))
             if reported is not None:
                 seen.add_metric([label], reported)
@@ -183,7 +188,7 @@ class HiveCollector:
             total = _number(stats.get(SUM_KEY))
             if total is not None and all(n is not None for _, n in buckets):
                 durations.add_metric([label], [(b, n or 0.0) for b, n in buckets], total)
-        yield from (hosts, robots, wait, drain, seen, durations)
+        yield from (hosts, robots, wait, drain, sinks, seen, durations)
 
     def _processes(self, snapshot: Snapshot) -> Iterator[Metric]:
         restarts = CounterMetricFamily("hive_process_restarts", "Times the supervisor "

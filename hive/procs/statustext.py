@@ -5,7 +5,8 @@ per process, the totals, what the rest of the batch waits for (``waiting``),
 whether it is stopping. This module turns it into text: a table that drops its
 least needed columns to fit the terminal's width (80 columns keep role, pid,
 cpu%, memory, pending, ready, parked, in flight, pages and errors), and one-line
-notes on a wait, a stop, refusals and cookies refused or dropped, wrapped to the same width.
+notes on a wait, a stop, refusals, cookies refused or dropped and failing outputs, wrapped to
+the same width.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hive.fetch.cookies import DROPPED, REFUSED
+from hive.fetch.sinks import failures
 from hive.frontier.refusals import describe
 
 Row = dict[str, Any]
@@ -163,6 +165,24 @@ def cookie_note(reports: Iterable[Mapping[str, Any]]) -> str:
     return f"cookies: {'; '.join(parts)}; {held / (1 << 20):.1f} MiB held"
 
 
+def sink_note(rows: Iterable[Row]) -> str:
+    """``outputs failing: text 12 (worker-01 12); see each worker's log`` when an
+    optional sink failed; empty otherwise. The exchanges it missed are not in its
+    output, while the crawl and the sinks after it went on (hive.fetch.sinks)."""
+    by_sink: dict[str, Counter[str]] = {}
+    for row in rows:
+        for label, count in failures(row.get("stats", {})).items():
+            if count:
+                by_sink.setdefault(label, Counter())[row["role"]] += count
+    if not by_sink:
+        return ""
+    parts = [f"{label} {sum(roles.values()):,} ("
+             + ", ".join(f"{role} {n:,}" for role, n in sorted(roles.items())) + ")"
+             for label, roles in sorted(by_sink.items())]
+    return ("outputs failing: " + "; ".join(parts)
+            + "; their pages are missing from that output (see each worker's log)")
+
+
 def stopping_note(status: dict[str, Any]) -> str:
     """What a stopping hive still waits for: fetches in flight, then processes closing."""
     if not status.get("stopping"):
@@ -200,6 +220,7 @@ def format_status(status: dict[str, Any], width: int, now: float) -> str:
         drain_note(status.get("hosts")),
         describe(row.get("stats", {}) for row in status["processes"]),
         cookie_note(row.get("stats", {}) for row in status["processes"]),
+        sink_note(status["processes"]),
     ]
     lines += [textwrap.fill(note, width, subsequent_indent="  ", break_on_hyphens=False)
               for note in notes if note]

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from hive.core import wire
+from hive.procs.metrics import HiveCollector
+from hive.procs.metrics import Snapshot as MetricsSnapshot
 from hive.procs.stats import HiveStats, Process, WorkerReport
-from hive.procs.statustext import cookie_note, format_status
+from hive.procs.statustext import cookie_note, format_status, sink_note
 
 
 def report(worker: int, number: int, sent: float = 0.0, **stats: Any) -> WorkerReport:
@@ -100,3 +102,22 @@ def test_cookies_refused_or_dropped_are_a_status_note() -> None:
     status = {"processes": [{"role": "worker-0", "stats": busy}],
               "totals": {"pages_per_s": 0.0}}
     assert "cookies: 9,000 refused (too_large 9,000)" in format_status(status, 200, 0.0)
+
+
+def test_a_failing_optional_output_is_a_status_note_and_a_metric() -> None:
+    quiet = {"role": "worker-00", "stats": {"sinks/text/failed": 0, "frontier/done/ok": 3}}
+    assert sink_note([quiet, {"role": "splitter"}]) == ""
+    rows = [{"role": "worker-00", "stats": {"sinks/text/failed": 12, "sinks/extra/failed": 1}},
+            {"role": "worker-01", "stats": {"sinks/text/failed": 3}}]
+    assert sink_note(rows) == ("outputs failing: extra 1 (worker-00 1); text 15 (worker-00 12, "
+                               "worker-01 3); their pages are missing from that output "
+                               "(see each worker's log)")
+    status = {"processes": rows, "totals": {"pages_per_s": 0.0}}
+    assert "outputs failing: extra 1" in format_status(status, 200, 0.0)
+    collector = HiveCollector()
+    collector.publish(MetricsSnapshot(time=1.0, reports={0: rows[0]["stats"],
+                                                         1: rows[1]["stats"]}))
+    family = next(f for f in collector.collect() if f.name == "hive_sink_failures")
+    assert sorted((s.labels["worker"], s.labels["sink"], s.value) for s in family.samples
+                  if s.name == "hive_sink_failures_total") == [
+        ("0", "extra", 1.0), ("0", "text", 12.0), ("1", "text", 3.0)]
