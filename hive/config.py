@@ -203,6 +203,7 @@ class HiveConfig:
     recent_links_mb: float
     outbox_window: float
     overflow: int
+    overflow_mb: float
     stats_interval: float
     status_hosts: int
     metrics_port: int

@@ -5,9 +5,12 @@ supervisor for acknowledgements), connected to that peer's PULL inbox (one PUSH
 connected to N peers would round-robin and ignore the host). A batch is grouped
 by host and each group sent, with one ring look-up per host, to its owner as one
 ADMIT part that names how many parts the batch was cut into. Sends never block:
-a full socket's messages wait in a bounded per-peer overflow queue, and past its
-bound the oldest are shed and counted — the senders' outboxes send them again,
-so shedding costs time, never a URL.
+a full socket's messages wait in a per-peer overflow queue bounded twice — in
+messages per peer (``hive.overflow``) and in bytes over all peers
+(``hive.overflow_mb``) — and past a bound the oldest of the queue just added to
+are shed and counted; the senders' outboxes send them again, so shedding costs
+time, never a URL. The newest message of each queue is never shed, so the bytes
+held exceed ``overflow_mb`` by at most one message per peer.
 
 Every worker routes its own outbox's batches and acknowledges its admissions to
 their origin directly, so routing grows with the hive: no single process routes
@@ -35,13 +38,20 @@ log = logging.getLogger(__name__)
 SUPERVISOR = wire.SUPERVISOR_ORIGIN
 
 
+def _size(frames: list[bytes]) -> int:
+    return sum(len(frame) for frame in frames)
+
+
 class Router:
     """PUSH sockets to every peer of a hive, a ring, and a bounded overflow per peer."""
 
     def __init__(self, ctx: zmq.Context[zmq.Socket[bytes]], endpoints: Endpoints, ring: Ring,
-                 curve: Curve | None, overflow: int, prefix: str) -> None:
+                 curve: Curve | None, overflow: int, prefix: str,
+                 overflow_bytes: int | None = None) -> None:
         self.ring = ring
         self.overflow_limit = overflow
+        self.overflow_bytes = overflow_bytes
+        self.held = 0  # bytes in the overflow queues
         self.peers: dict[int, zmq.Socket[bytes]] = {
             worker: push(ctx, endpoints.worker(worker), curve) for worker in range(ring.procs)}
         self.peers[SUPERVISOR] = push(ctx, endpoints.supervisor, curve)
@@ -59,8 +69,10 @@ class Router:
             log.warning("dropped a message for unknown peer %d", peer)
             return
         queue.append(frames)
-        if len(queue) > self.overflow_limit:
-            queue.popleft()
+        self.held += _size(frames)
+        while len(queue) > 1 and (len(queue) > self.overflow_limit or (
+                self.overflow_bytes is not None and self.held > self.overflow_bytes)):
+            self.held -= _size(queue.popleft())
             self.counts[self._count["shed"]] += 1
 
     def ack(self, origin: int, seq: int, part: int, parts: int) -> None:
@@ -91,7 +103,7 @@ class Router:
                 except zmq.Again:
                     waiting = True
                     break
-                queue.popleft()
+                self.held -= _size(queue.popleft())
         return waiting
 
     def close(self) -> None:

@@ -41,10 +41,12 @@ RECEIVE_HWM = 10_000
 
 
 class Splitter:
-    def __init__(self, endpoints: Endpoints, ring: Ring, overflow: int) -> None:
+    def __init__(self, endpoints: Endpoints, ring: Ring, overflow: int,
+                 overflow_bytes: int | None = None) -> None:
         self.endpoints = endpoints
         self.ring = ring
         self.overflow_limit = overflow
+        self.overflow_bytes = overflow_bytes
         self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
         self.curve: Curve | None = None
         self.stopping = False
@@ -58,7 +60,7 @@ class Splitter:
         self.curve = self.endpoints.curve(self.ctx)
         self.inbox = pull(self.ctx, self.endpoints.splitter, self.curve, hwm=RECEIVE_HWM)
         self.router = Router(self.ctx, self.endpoints, self.ring, self.curve,
-                             self.overflow_limit, "splitter")
+                             self.overflow_limit, "splitter", self.overflow_bytes)
         self.counts = self.router.counts
 
     @property
@@ -105,6 +107,7 @@ def run_splitter(cfg_data: dict[str, Any], data_dir: str, endpoints: dict[str, A
     cfg = from_dict(cfg_data)
     setup_logging(cfg.log.level, DataDir(Path(data_dir)).log_file("splitter"), "splitter")
     ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
-    splitter = Splitter(Endpoints.from_dict(endpoints), ring, cfg.hive.overflow)
+    splitter = Splitter(Endpoints.from_dict(endpoints), ring, cfg.hive.overflow,
+                        int(cfg.hive.overflow_mb * (1 << 20)))
     runner = Runner(splitter, "splitter", signals=(signal.SIGTERM,), failure_file=Path(failed))
     raise SystemExit(runner.run())

@@ -88,7 +88,8 @@ class WorkerProcess:
         self.curve = self.endpoints.curve(self.ctx)
         self.inbox = pull(self.ctx, self.endpoints.worker(self.worker_id), self.curve)
         self.router = Router(self.ctx, self.endpoints, self.ring, self.curve,
-                             self.cfg.hive.overflow, "route")
+                             self.cfg.hive.overflow, "route",
+                             int(self.cfg.hive.overflow_mb * (1 << 20)))
         self.supervisor = push(self.ctx, self.endpoints.supervisor, self.curve)
         self.worker = Worker(
             self.cfg, directory, worker_id=self.worker_id,

@@ -35,6 +35,7 @@ from hive.procs.endpoints import (
     remove_run_dir,
 )
 from hive.procs.lifecycle import START_FAILED, ExitCode
+from hive.procs.router import Router
 from hive.procs.splitter import Splitter
 from hive.procs.startcheck import store_released
 from hive.procs.supervisor import Supervisor
@@ -138,6 +139,29 @@ def test_the_splitter_bounds_its_overflow_within_a_turn(
     seqs = [wire.decode(frames).seq for frames in received(worker)]  # type: ignore[union-attr]
     assert seqs == [7, 8, 9]
 
+
+
+def test_a_router_bounds_the_bytes_its_overflow_holds(endpoints: Endpoints,
+                                                       peers: Peers) -> None:
+    """Thirty 100 kB messages for an absent worker, under a 1 MB bound over all peers: the
+    oldest are shed as the bytes pass it, the newest ten kept, and what a flush hands on
+    leaves the count of held bytes; the count limit alone (1,000) would have kept all."""
+    router = Router(peers.ctx, endpoints, Ring(2), None, overflow=1000, prefix="route",
+                    overflow_bytes=1 << 20)
+    try:
+        big = [b"ADMIT", bytes(100_000)]
+        for _ in range(30):
+            router.send(0, big)
+        assert router.held <= (1 << 20) and len(router.overflow[0]) == 10
+        assert router.counts["route/shed"] == 20
+        router.send(1, [b"ACK", b"x"])  # a small message for another peer is not shed
+        assert len(router.overflow[1]) == 1 and router.counts["route/shed"] == 20
+        worker = peers.pull(endpoints.worker(0))
+        wait_for(lambda: not router.flush() or not router.overflow[0], 10.0, interval=0.01)
+        assert len(received(worker)) == 10 and router.held == sum(
+            len(frame) for frames in router.overflow[1] for frame in frames)
+    finally:
+        router.close()
 
 def test_the_splitter_sheds_past_a_full_socket_and_counts_what_it_shed(
         splitter: Splitter, endpoints: Endpoints, peers: Peers) -> None:
