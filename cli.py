@@ -277,18 +277,27 @@ exited with.
 @click.option("--dedup-from", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A prior crawl's CDXJ index (hive index): payloads it holds are written "
                    "as revisit records [warc.dedup_from].")
+@click.option("--recrawl-from", "recrawl_from", multiple=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A prior crawl's data directory (repeat for several, oldest first): every "
+                   "URL it fetched is fetched again, conditional on its validators, the most "
+                   "likely changed first; `hive changes` says what changed [recrawl.plan].")
 @_set_option("Override one config key, as `hive -s` does before the command.")
 @pass_config
 def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
           resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
           max_pages: int, detach: bool, quiet: bool, recreate_missing: bool,
-          dedup_from: Path | None, overrides: tuple[str, ...]) -> None:
+          dedup_from: Path | None, recrawl_from: tuple[Path, ...],
+          overrides: tuple[str, ...]) -> None:
     cfg = _network(_with_overrides(cfg, overrides), resolve, allow_private, allow_net)
     if dedup_from is not None:
         cfg = cfg.replace(warc={"dedup_from": str(dedup_from.resolve())})
     if detach and seeds == "-":
         raise click.BadParameter("--detach cannot read seeds from stdin", param_hint="--seeds")
-    records = _screen_seeds(cfg, seeds, data_dir)
+    planned = _recrawl_plan(data_dir, recrawl_from)
+    if planned is not None:
+        cfg = cfg.replace(recrawl={"plan": str(planned.resolve())})
+    records = [] if planned is not None and seeds is None else _screen_seeds(cfg, seeds, data_dir)
     _prepare_data_dir(data_dir)
     if detach:
         _detach(data_dir)
@@ -300,6 +309,36 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
                f"{totals['frontier/done/ok']:.0f} pages, "
                f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
     sys.exit(supervisor.exit_code)
+
+
+def _recrawl_plan(data_dir: Path, sources: tuple[Path, ...]) -> Path | None:
+    """The plan this start crawls again from: the one the data directory holds (a recrawl
+    resumed, or a detached start's own), else written from ``sources`` on a fresh data
+    directory (hive.export.recrawl); None for a crawl that is no recrawl."""
+    dd = DataDir(data_dir)
+    if dd.recrawl_plan.is_file():
+        return dd.recrawl_plan
+    if not sources:
+        return None
+    if _has_crawl(data_dir):
+        raise click.BadParameter(f"{data_dir} holds a crawl that is no recrawl: start the "
+                                 "recrawl in a new data directory", param_hint="--recrawl-from")
+    from hive.export.recrawl import build_plan
+
+    _prepare_data_dir(data_dir)
+    try:
+        tally = build_plan(list(sources), data_dir, dd.recrawl_plan)
+    except (HiveError, OSError) as exc:
+        raise click.ClickException(f"--recrawl-from: {describe(exc)}") from exc
+    for name in tally.open_warcs:
+        click.echo(f"recrawl: {name} is still open (a running or killed crawl): its captures "
+                   "are left out", err=True)
+    if tally.unreadable_heads:
+        click.echo(f"recrawl: {tally.unreadable_heads} records did not read; their URLs are "
+                   "left out", err=True)
+    click.echo(f"recrawl plan: {tally.planned} URLs from {tally.crawls} prior crawls "
+               f"({tally.captures} captures) in {dd.recrawl_plan}")
+    return dd.recrawl_plan
 
 
 def _detach(data_dir: Path) -> None:
@@ -634,6 +673,37 @@ def index(data_dir: Path, out_path: Path | None) -> None:
             click.echo(f"index: {result.filename}: still open (a crash?); the next start "
                        "renames it, and its lines name it as it is now", err=True)
     click.echo(f"indexed {lines} records from {len(warcs)} WARC files into {out_path}")
+
+
+@main.command()
+@DATA
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              default=None, help="Where to write the feed (default: DATA/changes.jsonl; - for "
+                                 "stdout).")
+def changes(data_dir: Path, out_path: Path | None) -> None:
+    """A recrawl's change feed: one JSON line per URL it fetched, what changed since the
+    prior crawls (new, changed, unchanged, gone, moved), how that was known, the
+    validators sent, both capture dates."""
+    from hive.export.changes import write_changes
+
+    dd = DataDir(data_dir)
+    if not dd.recrawl_plan.is_file():
+        raise click.ClickException(f"{dd.recrawl_plan}: no such file (was --data started with "
+                                   "--recrawl-from?)")
+    out_path = out_path if out_path is not None else dd.changes
+    try:
+        if str(out_path) == "-":
+            counts = write_changes(dd, sys.stdout)
+        else:
+            part = out_path.with_name(out_path.name + ".part")
+            with part.open("w", encoding="utf-8") as out:
+                counts = write_changes(dd, out)
+            part.replace(out_path)
+    except OSError as exc:
+        raise click.ClickException(f"changes: {describe(exc)}") from exc
+    said = ", ".join(f"{n} {change}" for change, n in counts.items())
+    click.echo(f"changes: {said}" + ("" if str(out_path) == "-" else f"; in {out_path}"),
+               err=str(out_path) == "-")
 
 
 @main.command()

@@ -178,6 +178,12 @@ class WarcConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RecrawlConfig:
+    plan: str
+    order: str
+
+
+@dataclass(frozen=True, slots=True)
 class OutputsConfig:
     sinks: list[str]
 
@@ -230,6 +236,7 @@ class Config:
     parse: ParseConfig
     sitemaps: SitemapsConfig
     warc: WarcConfig
+    recrawl: RecrawlConfig
     outputs: OutputsConfig
     text: TextConfig
     log: LogConfig
@@ -257,6 +264,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "log.level": ("debug", "info", "warning", "error"),
     "hive.transport": ("ipc", "tcp"),
     "hive.curve": ("auto", "always"),
+    "recrawl.order": ("change_rate", "plain"),
 }
 MINIMUM_ONE = {
     "frontier.levels", "frontier.max_bound_hosts", "frontier.min_bound_hosts",
@@ -383,6 +391,8 @@ def _check_whole(cfg: Config) -> None:
         )
     if cfg.warc.dedup_from and not Path(cfg.warc.dedup_from).is_file():
         raise ConfigError(f"warc.dedup_from: no such file: {cfg.warc.dedup_from}")
+    if cfg.recrawl.plan and not Path(cfg.recrawl.plan).is_file():
+        raise ConfigError(f"recrawl.plan: no such file: {cfg.recrawl.plan}")
     _check_sinks(cfg.outputs.sinks)
 
 

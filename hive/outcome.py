@@ -21,7 +21,7 @@ Each kind says of itself:
   retried); the others are settled answers or the robots.txt lease's own.
 - ``error``: a URL that ends this way counts as an error in the batch's stats
   (everything but ``ok``, ``redirect``, ``robots``, ``denied``, a robots.txt
-  lease's successes, and a sitemap's or feed's read whole or cut at a limit:
+  lease's successes, ``not_modified``, and a sitemap's or feed's read whole or cut at a limit:
   ``sitemap_error`` and ``feed_error``, a file that did not parse to its end, are errors).
 - ``final``: a URL that ends this way once is done, whatever the config
   retries: neither retryable nor one of a robots.txt lease's own outcomes
@@ -80,6 +80,9 @@ class Kind(StrEnum):
     FEED_OK = "feed_ok"
     FEED_TRUNCATED = "feed_truncated"
     FEED_ERROR = "feed_error"
+    # A recrawl's conditional request answered 304 Not Modified (hive.fetch.pipeline): the
+    # page as the prior crawl had it, archived as a revisit of that capture.
+    NOT_MODIFIED = "not_modified"
 
     @classmethod
     def _missing_(cls, value: object) -> Kind | None:
@@ -117,6 +120,7 @@ _RETRYABLE = frozenset({
 _NOT_ERRORS = frozenset({
     Kind.OK, Kind.REDIRECT, Kind.ROBOTS, Kind.DENIED, Kind.ROBOTS_OK, Kind.ROBOTS_STALE,
     Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.FEED_OK, Kind.FEED_TRUNCATED,
+    Kind.NOT_MODIFIED,
 })
 _ROBOTS_LEASE = frozenset({Kind.ROBOTS_OK, Kind.ROBOTS_STALE, Kind.ROBOTS_RETRY})
 _BY_VALUE: dict[str, Kind] = Kind._value2member_map_  # type: ignore[assignment]

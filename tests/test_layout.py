@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "procs": frozenset({"base", "core", "storage", "frontier", "fetch"}),
     "testweb": frozenset(),
     "report": frozenset({"base", "core", "storage", "frontier"}),
-    "export": frozenset({"base", "storage", "fetch", "report"}),
+    "export": frozenset({"base", "core", "storage", "fetch", "report"}),
     "cli": frozenset({"base", "core", "storage", "frontier", "fetch", "procs", "testweb",
                       "report", "export"}),
 }

@@ -42,6 +42,7 @@ class Record(NamedTuple):
     http: dict[str, str]
     body: bytes
     body_cut: bool
+    http_lines: tuple[str, ...] = ()  # the HTTP head's field lines as stored, in order
 
     @property
     def truncated(self) -> str | None:
@@ -108,8 +109,10 @@ def read(f: IO[bytes], offset: int, length: int, limit: int = HEAD_BYTES) -> Rec
         return None
     line_end = block.find(b"\r\n")
     status_line = block[:line_end].decode("latin-1")
-    http = fields(block[:http_end], "latin-1")
-    return Record(warc, status_line, http, block[http_end + 4 :], cut)
+    head = block[:http_end]
+    http = fields(head, "latin-1")
+    lines = tuple(head.decode("latin-1").split("\r\n")[1:])
+    return Record(warc, status_line, http, block[http_end + 4 :], cut, lines)
 
 
 def fields(head: bytes, encoding: str) -> dict[str, str]:

@@ -206,13 +206,15 @@ class Fetcher:
 
     def fetch(
         self, url: str, address: str, *, max_body_bytes: int | None = None,
-        cookie: str | None = None, via: str = "",
+        cookie: str | None = None, via: str = "", conditional: str = "",
     ) -> FetchResult:
         """GET url from address (an IP literal); never raises for a failed fetch.
 
         ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt);
         ``cookie`` is a Cookie header value to send; ``via`` the address (an IP
-        literal) of the configured proxy to tunnel through, "" to connect directly.
+        literal) of the configured proxy to tunnel through, "" to connect directly;
+        ``conditional`` the header lines of a conditional request, each ending in CRLF
+        (a recrawl's validators, hive.core.prior: free of control characters).
         """
         started = time.time()
         t0 = time.monotonic()
@@ -224,6 +226,8 @@ class Fetcher:
             scheme, host, port, request = self._request(url)
             if cookie and not _CONTROL.search(cookie):
                 request += f"Cookie: {cookie}\r\n".encode("latin-1", "replace")
+            if conditional:
+                request += conditional.encode("latin-1", "replace")
             request += b"\r\n"
             progress.phase = "connect"
             key = (scheme, address, port, host if scheme == "https" else "", via)

@@ -7,7 +7,10 @@ it gave one), how it was reached from its seed (``hop``, its hop path:
 ``L`` a link, ``E`` an embed, ``R`` a redirect, one letter a hop, as Heritrix
 logs it; absent for a seed), and a message for failures and refusals. A refused URL's line
 has the outcome ``refused`` and its ``reason`` (the config key or scope rule
-that refused it; hive/frontier/refusals.py bounds how many). One file
+that refused it; hive/frontier/refusals.py bounds how many). A recrawl's fetch says
+what changed since the prior crawls (``change``: new, changed, unchanged, gone,
+moved), how that was known (``evidence``: hive.core.prior) and, moved, its redirect
+target (``location``), which ``hive changes`` reads. One file
 per worker under ``DATA/logs/``, rotated past a size: the live file is
 ``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
 worker's frontier thread; lines are flushed at each commit.
@@ -47,6 +50,9 @@ class CrawlLog:
         reason: str = "",
         message: str = "",
         hop: str = "",
+        change: str = "",
+        evidence: str = "",
+        location: str = "",
     ) -> None:
         # json.dumps of the same dict, spelled out: a line per page is worth the care.
         line = (
@@ -57,6 +63,9 @@ class CrawlLog:
             + (f', "hop": {_string(hop)}' if hop else "")
             + (f', "mime": {_string(mime)}' if mime else "")
             + (f', "reason": {_string(reason)}' if reason else "")
+            + (f', "change": {_string(change)}, "evidence": {_string(evidence)}'
+               if change else "")
+            + (f', "location": {_string(location)}' if location else "")
             + (f', "msg": {_string(message)}}}\n' if message else "}\n")
         )
         self._file.write(line)

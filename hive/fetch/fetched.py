@@ -43,6 +43,11 @@ class Fetched(Outcome):
     # Child sitemaps an index listed past sitemaps.max_files_per_host (same origin as the
     # index, which the location rule asks): counted as refused, no record each.
     capped: int = 0
+    # A recrawl's (hive.core.prior.classify): what changed since the prior crawls, and how
+    # that was known; "" in a crawl without a plan, or when the answer says nothing.
+    change: str = ""
+    evidence: str = ""
+    location: str = ""  # a moved URL's redirect target
 
 
 class Verdict(Enum):

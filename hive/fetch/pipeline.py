@@ -60,6 +60,13 @@ fetched by ``RobotsFetch`` (hive.fetch.robots_fetch), on the same fetch thread.
 A host's politeness clock runs from when its response finished arriving
 (``finished``), as the frontier applies it.
 
+**A recrawl** (``recrawl.plan``): ``prior`` reads what the prior crawls knew of a
+page's URL (the worker's ``prior`` database, hive.core.prior); its request is then
+conditional on the validators they saw, a 304 ends ``not_modified`` (the WARC sink
+writes a server-not-modified revisit of the prior capture), and every answer is
+classified as a change (``Fetched.change``: new, changed, unchanged, gone, moved).
+Without a plan ``prior`` is None and a fetch pays nothing for it.
+
 **Embeds** (page requisites: hive.fetch.requisites) are handed on as URLs like
 links, through the frontier (robots.txt and politeness as for any URL), with the
 hop ``E`` on their path (hive.core.record) and ranked at ``EMBED_LEVEL``, so a
@@ -74,6 +81,7 @@ A redirect from an embed leads to an embed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -83,6 +91,7 @@ from typing import TYPE_CHECKING
 from hive.config import Config
 from hive.core.lease import Lease, LeaseKind
 from hive.core.politeness import Politeness
+from hive.core.prior import MOVED, Prior, classify
 from hive.core.recentlinks import recent_key
 from hive.core.record import (
     FEED,
@@ -114,6 +123,7 @@ from hive.fetch.sinks import Exchange, Sinks
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, within_depth
 from hive.fetch.sniff import listing_kind
+from hive.fetch.warc_records import digest_text
 from hive.netspec import Proxy
 from hive.outcome import Kind
 
@@ -161,6 +171,7 @@ class Pipeline:
         crawl_delay: Callable[[int], float],
         recent: RecentLinks,
         closing: threading.Event,
+        prior: Callable[[str], Prior | None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.dns = DnsCache.from_config(cfg.dns, resolver)
@@ -181,6 +192,7 @@ class Pipeline:
         self._to_sinks = bool(sinks)
         self._crawl_delay = crawl_delay
         self._closing = closing
+        self._prior = prior
 
     def prefetch(self, host: str) -> None:
         """Look a newly bound host's name up before its first fetch needs it."""
@@ -202,14 +214,34 @@ class Pipeline:
             return fetched
         record = lease.record
         host, reached = record.host_key, (record.via, record.path)
-        result = self._get(record.url, address, host, reached)
+        prior = self._prior(record.url) if self._prior is not None else None
+        result = self._get(record.url, address, host, reached, prior)
         if self._sets_a_cookie_and_comes_back(lease, result):
             # The page set a cookie and sent us back to itself, as sites that gate pages on
             # a cookie do: ask again once, after the host's delay (its lease is still ours).
             wait = self.politeness.delay(result.download_time, self._crawl_delay(lease.host_hash))
             if not self._closing.wait(wait):
-                result = self._get(record.url, address, host, reached)
-        return self._page(lease, result, started)
+                result = self._get(record.url, address, host, reached, prior)
+        fetched = self._page(lease, result, started)
+        if self._prior is not None:
+            self._changed(fetched, result, prior)
+        return fetched
+
+    @staticmethod
+    def _changed(fetched: Fetched, result: FetchResult, prior: Prior | None) -> None:
+        """A recrawl's fetch: what changed since the prior crawls (hive.core.prior), and a
+        304 to its conditional request is ``not_modified``."""
+        status = result.status
+        if prior is not None and status == 304:
+            fetched.kind, fetched.retry_after = Kind.NOT_MODIFIED, None
+        digest = ""
+        if prior is not None and status is not None and 200 <= status < 300:
+            digest = digest_text(hashlib.sha1(result.raw_body).digest())
+        found = classify(prior, status, digest, result.location)
+        if found is not None:
+            fetched.change, fetched.evidence = found
+            if found[0] == MOVED and result.location:
+                fetched.location = result.location
 
     def _address(self, host: str, now: float) -> tuple[str | None, Kind, str]:
         """(address, outcome kind, message) for a host key: the kind is OK on success."""
@@ -253,22 +285,25 @@ class Pipeline:
 
     def _get(
         self, url: str, address: str, host: str | None = None,
-        reached: tuple[str, str] = ("", HOP_PREREQUISITE),
+        reached: tuple[str, str] = ("", HOP_PREREQUISITE), prior: Prior | None = None,
     ) -> FetchResult:
         """GET url, its cookies sent and kept when cookies are on, and hand the exchange to
         the sinks (the request as the fetcher sent it, byte for byte) with how url was
         reached (``reached``: the URL it was found on and its hop path; robots.txt is a
-        prerequisite). A required sink's failure raises (hive.fetch.sinks)."""
+        prerequisite). A required sink's failure raises (hive.fetch.sinks). With a
+        ``prior`` (a recrawl), the request is conditional on its validators."""
         host = host or host_key(url)
         via = self._via(host, time.time())[0] if self.proxy is not None else ""
+        conditional = "".join(f"{line}\r\n" for line in prior.conditional_lines()) if prior else ""
         if self.cookies is None:
-            result = self.fetcher.fetch(url, address, via=via)
+            result = self.fetcher.fetch(url, address, via=via, conditional=conditional)
         else:
             cookie = self.cookies.header(host, url)
-            result = self.fetcher.fetch(url, address, cookie=cookie, via=via)
+            result = self.fetcher.fetch(url, address, cookie=cookie, via=via,
+                                        conditional=conditional)
             self.cookies.keep(host, url, result.headers)
         if self._to_sinks and result.status is not None:
-            self.sinks.write(Exchange.of(url, address, result, reached[0], reached[1]))
+            self.sinks.write(Exchange.of(url, address, result, reached[0], reached[1], prior))
         return result
 
     def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from hive.config import Config
+from hive.core.prior import Prior
 from hive.errors import ConfigError
 from hive.fetch.warc_records import Truncation
 from hive.outcome import Kind
@@ -84,16 +85,17 @@ class Exchange(NamedTuple):
     content_type: str | None
     via: str  # the URL this one was found on ("" for a seed or a prerequisite)
     hop_path: str  # how it was reached from its seed (hive.core.record)
+    prior: Prior | None = None  # what a recrawl's prior crawls knew of the URL
 
     @classmethod
     def of(cls, url: str, address: str, result: FetchResult, via: str,
-           hop_path: str) -> Exchange:
+           hop_path: str, prior: Prior | None = None) -> Exchange:
         """The exchange of a fetch that got a response (``result.status`` is set)."""
         assert result.status is not None
         return cls(
             url, address, result.request_bytes, result.status, result.status_line,
             result.headers, result.raw_body, truncation(result), result.started,
-            result.finished, result.content_type, via, hop_path,
+            result.finished, result.content_type, via, hop_path, prior,
         )
 
 

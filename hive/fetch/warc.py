@@ -25,6 +25,10 @@ records, their rotation and their recovery after a crash. Policy:
   original's target URI, date and record ID (``WARC-Refers-To-*``). No
   ``WARC-Truncated``: the profile omits the payload by definition, and replay
   tools read a truncated record as a damaged capture.
+* **Not modified**: a recrawl's 304 (hive.fetch.warc_sink) is a ``revisit`` of the
+  ``server-not-modified`` profile (section 6.7.3) referring to the prior crawl's capture,
+  its payload digest that capture's (so pywb finds the original by URI, date and
+  digest), its block the head the caller gives (hive.core.prior.Prior.refreshed_head).
 * **How a URL was reached**: with ``metadata_records`` on, a response (or revisit)
   whose caller names its hop path is followed by a ``metadata`` record, as Heritrix
   writes one: ``application/warc-fields`` of ``via: <url>`` (the URL it was found on,
@@ -99,6 +103,7 @@ log = logging.getLogger(__name__)
 CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 # An open file's index lines kept in memory at most; past it they go to a run file.
 CAPTURE_RUN = 4096
 RUN_INFIX = ".cdxj-run-"
@@ -127,11 +132,15 @@ class WarcLocation(NamedTuple):
 
 class Original(NamedTuple):
     """The record a revisit refers to: its target URI, WARC-Date and record ID ("" when
-    unknown, as for one read from a CDXJ index)."""
+    unknown, as for one read from a CDXJ index); the revisit's profile, and for a
+    server-not-modified revisit (whose response has no payload) the original's payload
+    digest, which a replay tool finds the original by."""
 
     uri: str
     date: str
     record_id: str
+    profile: str = REVISIT_PROFILE
+    payload_digest: str = ""
 
 
 def _members(data: memoryview) -> Iterator[tuple[int, bytes]]:
@@ -353,7 +362,10 @@ class WarcWriter:
         digest = hashlib.sha1(head)
         if original is None:
             digest.update(body)
-        payload = digest_text(payload_sha1 or hashlib.sha1(body).digest())
+        if original is not None and original.payload_digest:
+            payload = original.payload_digest
+        else:
+            payload = digest_text(payload_sha1 or hashlib.sha1(body).digest())
         # Each head is one string, as warc_record would join it: only the caller's values can
         # hold a CR or LF (the ids, dates and digests are ours), so only they are cleaned.
         target = url
@@ -375,7 +387,7 @@ class WarcWriter:
         else:
             kind, block_length = "revisit", len(head)
             refers = (
-                f"WARC-Profile: {REVISIT_PROFILE}\r\n"
+                f"WARC-Profile: {original.profile}\r\n"
                 f"WARC-Refers-To-Target-URI: {one_line(original.uri)}\r\n"
                 f"WARC-Refers-To-Date: {one_line(original.date)}\r\n"
             )

@@ -5,7 +5,8 @@ in the worker's WARC files (hive.fetch.warc, which also writes each finished
 file's CDXJ index beside it, hive.fetch.cdxj), or a request and a ``revisit``
 record when its whole payload was archived before (the worker's payload index,
 hive.fetch.revisits: looked up and filled here on the fetch threads, moved into
-the store by ``persist`` on the frontier thread). The sink is **required**: a
+the store by ``persist`` on the frontier thread); a recrawl's 304 becomes a request and
+a ``server-not-modified`` revisit of the prior crawl's capture. The sink is **required**: a
 record that cannot be written fails the fetch, so no page is done without its
 archive. ``build``, its factory, is named in ``outputs.sinks`` by default and
 makes nothing when ``warc.enabled`` is false.
@@ -14,12 +15,14 @@ makes nothing when ``warc.enabled`` is false.
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from hive import __version__
 from hive.config import Config
+from hive.core.prior import Prior
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.sinks import Exchange, Sink, SinkContext
-from hive.fetch.warc import Original, WarcWriter
+from hive.fetch.warc import NOT_MODIFIED_PROFILE, Original, WarcWriter
 
 
 def warcinfo_fields(cfg: Config) -> list[tuple[str, str]]:
@@ -44,9 +47,16 @@ class WarcSink(Sink):
     def __init__(self, writer: WarcWriter, payloads: PayloadIndex | None = None) -> None:
         self.writer = writer
         self.payloads = payloads
+        self.not_modified_records = 0
+        self._lock = threading.Lock()
 
     def write(self, exchange: Exchange) -> None:
-        """Write the exchange's records: a revisit if its whole payload was archived before."""
+        """Write the exchange's records: a revisit if its whole payload was archived before,
+        or if it is a recrawl's 304 (``not_modified``)."""
+        prior = exchange.prior
+        if prior is not None and exchange.status == 304 and prior.date:
+            self.not_modified(exchange, prior)
+            return
         body, index, truncated = exchange.body, self.payloads, exchange.truncated
         sha1 = hashlib.sha1(body).digest()
         indexed = index is not None and truncated is None and len(body) >= index.min_bytes
@@ -63,12 +73,32 @@ class WarcSink(Sink):
             else:
                 index.revisited(len(body))
 
+    def not_modified(self, exchange: Exchange, prior: Prior) -> None:
+        """A 304 as a server-not-modified revisit of the prior capture, its block the head
+        the 304 confirms (hive.core.prior.Prior.refreshed_head; the 304's own if the prior
+        head is unknown)."""
+        status_line, headers = exchange.status_line, list(exchange.headers)
+        refreshed = prior.refreshed_head(headers)
+        if refreshed is not None:
+            status_line, headers = refreshed
+        self.writer.write_exchange(
+            url=exchange.url, ip=exchange.address, request=exchange.request,
+            status_line=status_line, response_headers=headers, body=b"",
+            date=exchange.started, via=exchange.via, hop_path=exchange.hop_path,
+            original=Original(prior.original_uri, prior.date, prior.record_id,
+                              NOT_MODIFIED_PROFILE, prior.digest),
+        )
+        with self._lock:
+            self.not_modified_records += 1
+
     def persist(self) -> None:
         if self.payloads is not None:
             self.payloads.persist()
 
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.writer.stats())
+        if self.not_modified_records:
+            out["revisits/not_modified"] = self.not_modified_records
         if self.payloads is not None:
             out.update(self.payloads.stats())
         return out

@@ -4,7 +4,13 @@ Mercator leaves the prioritizer pluggable; hive loads it from the dotted path in
 ``frontier.prioritizer``. Any callable ``(record, host) -> int`` works; the
 frontier clamps the result to 1..levels. The default favours what a batch crawl
 wants first: seeds and pages near them, short paths without queries, hosts that
-answer. An explicit ``record.hint`` (seeds, ``hive add``) wins.
+answer. An explicit ``record.hint`` (seeds, ``hive add``, a recrawl's planned URLs) wins.
+
+A recrawl (``recrawl.order = "change_rate"``) queues each planned URL at the level
+``change_level`` gives its probability of having changed since its last capture
+(hive.core.prior: Cho and Garcia-Molina's estimator over its history across crawls),
+as its hint: the URLs most likely to have changed first, those known not to change
+last, and the links a recrawl discovers by the prioritizer as in any crawl.
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ def default_priority(record: UrlRecord, host: HostHistory) -> int:
     if host.failures >= 3:
         level += 2
     return level
+
+
+def change_level(probability: float, levels: int) -> int:
+    """The level of a planned URL that changed since its last capture with this
+    probability: 1 for certain change, ``levels`` for none, linear between."""
+    p = min(max(probability, 0.0), 1.0)
+    return 1 + round((1.0 - p) * (levels - 1))
 
 
 def load_prioritizer(path: str) -> Prioritizer:

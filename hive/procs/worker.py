@@ -58,6 +58,7 @@ from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
+from hive.procs.plan import Plan
 from hive.procs.seeds import seed_record
 from hive.storage.datadir import DataDir
 from hive.storage.schema import META_DEDUP_FROM
@@ -137,6 +138,7 @@ class Worker:
                                     known=self.frontier.store.keys("payloads"))
             if cfg.warc.dedup_from:
                 self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
+        self.plan = Plan(self.frontier.store, cfg) if cfg.recrawl.plan else None
         self.sinks = Sinks.from_config(
             SinkContext(cfg, name, warc_dir or directory / "warc", payloads))
         # The fetch room's two sides: the gate on this (the frontier) thread, the pipeline
@@ -146,6 +148,7 @@ class Worker:
         self.pipeline = Pipeline(
             cfg, resolver=resolver, sinks=self.sinks, crawl_delay=self._crawl_delay,
             recent=self.recent, closing=self._closing,
+            prior=self.plan.load if self.plan is not None else None,
         )
         self.crawl_log = CrawlLog(
             log_dir or directory / "logs", DataDir.crawl_log_stem(worker_id),
@@ -153,6 +156,8 @@ class Worker:
         )
         self.on_links: LinkSink = on_links or self._admit_links
         self.counts: Counter[str] = Counter()
+        if self.plan is not None:
+            self.counts.update(self.plan.seed(Path(cfg.recrawl.plan), self.frontier, self._owns))
         self.fetch_times = FetchTimes()
         self.host_view = HostView(self.frontier, cfg.hive.status_hosts)
         self.delayed: dict[str, tuple[str, int | None]] = {}
@@ -365,6 +370,8 @@ class Worker:
         lease, kind = fetched.lease, fetched.kind
         self.frontier.done(lease, fetched, fetched.started, fetched.finished)
         self.counts[f"worker/outcome/{kind}"] += 1
+        if fetched.change:
+            self.counts[f"changes/{fetched.change}"] += 1
         self.fetch_times.observe(fetched.finished - fetched.started, fetched)
         record = lease.record
         self._remember_delay(record.host_key, fetched)
@@ -378,7 +385,8 @@ class Worker:
             fetched.finished, kind, record.url, status=fetched.status,
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
             depth=record.depth, mime=fetched.mime, reason=fetched.reason, message=fetched.message,
-            hop=record.path,
+            hop=record.path, change=fetched.change, evidence=fetched.evidence,
+            location=fetched.location,
         )
 
     def _count_listing(self, prefix: str, host: str, fetched: Fetched) -> None:

@@ -15,6 +15,9 @@
     DATA/keys/               the hive's CURVE keys (hive/procs/curve.py)
     DATA/index.cdxj          ``hive index``'s merged CDXJ index, unless ``--out`` names another
     DATA/report.html         ``hive report``'s page, unless ``--out`` names another
+    DATA/recrawl.jsonl       a recrawl's plan (``hive start --recrawl-from``; ``.part`` while
+                             written)
+    DATA/changes.jsonl       ``hive changes``' feed, unless ``--out`` names another
     DATA/web-requests.jsonl  ``hive demo --data``: its synthetic web's request log
 
 Only while they are written: ``hive.json.tmp``, and beside ``hive index``'s output its
@@ -117,6 +120,17 @@ class DataDir:
     def merged_index(self) -> Path:
         """Where ``hive index`` writes the crawl's merged CDXJ index by default."""
         return self.root / "index.cdxj"
+
+    @property
+    def recrawl_plan(self) -> Path:
+        """A recrawl's plan (``hive start --recrawl-from``, hive.export.recrawl): what the
+        prior crawls knew of each URL they fetched, one JSON line each."""
+        return self.root / "recrawl.jsonl"
+
+    @property
+    def changes(self) -> Path:
+        """Where ``hive changes`` writes a recrawl's change feed by default."""
+        return self.root / "changes.jsonl"
 
     @property
     def report_page(self) -> Path:

@@ -49,6 +49,9 @@ payloads    SHA-1 of a payload (20)              its first record: WARC-Date ``\
                                                  (hive.fetch.revisits)
 meta        ``dedup_from``                       the CDXJ ``payloads`` was seeded from  worker
                                                  (hive.fetch.revisits)                  (revisits)
+prior       host_hash(8) url_hash(8)             a Prior (hive.core.prior): what the    worker
+                                                 prior crawls knew of the URL           (recrawl)
+meta        ``recrawl_from``                     the plan ``prior`` was seeded from     worker
 ==========  ===================================  =====================================  ===========
 
 ``payloads`` holds one entry per distinct payload this worker archived whole
@@ -56,6 +59,12 @@ meta        ``dedup_from``                       the CDXJ ``payloads`` was seede
 it grows with the crawl, as ``urls`` does, at about 100 bytes and a URL per
 entry, and is never pruned. An entry lives with the owner of the host of the URI
 it names: seeding takes only those, and a resize moves them (hive/procs/resize.py).
+
+``prior`` holds one entry per URL of a recrawl's plan whose host the worker owns
+(``hive start --recrawl-from``, hive/procs/worker.py), keyed as in ``urls``; a fetch
+thread reads it to send the URL's validators and to tell what changed. It is written
+once, when the worker first opens the plan, and not moved by a resize (a moved URL is
+fetched whole and counted ``new``).
 
 ``host_hash`` in a key is the hash (hive.core.urls.host_hash) of a politeness key
 (hive.core.keys; today the host key); the ``robots`` cache is keyed by the host key.
@@ -93,10 +102,10 @@ from hive.errors import StoreError
 
 DB_NAMES = (
     "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
-    "quarantine", "damaged", "payloads", "retries",
+    "quarantine", "damaged", "payloads", "retries", "prior",
 )
 # Databases a store made by an earlier hive lacks until a worker opens it (and makes them).
-ADDED_LATER = frozenset({"damaged", "payloads", "retries"})
+ADDED_LATER = frozenset({"damaged", "payloads", "retries", "prior"})
 
 U64 = struct.Struct(">Q")
 HOST_LEVEL_SEQ = struct.Struct(">QBQ")
@@ -122,6 +131,7 @@ META_STATE = b"state"
 META_REFUSALS = b"refusals"
 META_OUTBOX_SEQ = b"outbox_seq"
 META_DEDUP_FROM = b"dedup_from"
+META_RECRAWL_FROM = b"recrawl_from"
 
 
 def pending_state(kind: str, depth: int) -> bytes:

@@ -43,7 +43,9 @@ def test_what_each_kind_says_of_itself() -> None:
     assert not Kind.ROBOTS_RETRY.final and not Kind.ROBOTS_RETRY.retryable
     assert {k for k in Kind if not k.error} == {
         Kind.OK, Kind.REDIRECT, Kind.ROBOTS, Kind.DENIED, Kind.ROBOTS_OK, Kind.ROBOTS_STALE,
-        Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.FEED_OK, Kind.FEED_TRUNCATED}
+        Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.FEED_OK, Kind.FEED_TRUNCATED,
+        Kind.NOT_MODIFIED}
+    assert Kind.NOT_MODIFIED.final and not Kind.NOT_MODIFIED.retryable
     # A sitemap or feed that did not parse to its end is an error; one cut at a limit is not.
     assert Kind.SITEMAP_ERROR.error and Kind.SITEMAP_ERROR.final
     assert Kind.FEED_ERROR.error and not Kind.SITEMAP_TRUNCATED.retryable
