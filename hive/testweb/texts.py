@@ -14,7 +14,7 @@ allows all; ``/`` (English) links every page below::
     /empty.html    an HTML page without text
     /binary.html   random bytes with NULs, labelled text/html
 
-:data:`LANGUAGES` is the language of each page that has one.
+:data:`LANGUAGES` is the language of each page that has one (ISO 639-3).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ _GERMAN = ("Diese Seite ist auf Deutsch geschrieben und wird komprimiert übertr
 
 PAGES = ("/fr.html", "/ja.html", "/de.html", "/huge.html", "/broken.html", "/compress.html",
          "/notes.txt", "/empty.html", "/binary.html")
-LANGUAGES = {"/": "en", "/fr.html": "fr", "/ja.html": "ja", "/de.html": "de",
-             "/huge.html": "en"}
+LANGUAGES = {"/": "eng", "/fr.html": "fra", "/ja.html": "jpn", "/de.html": "deu",
+             "/huge.html": "eng"}
 #: A sentence of each page, as its main text has it.
 SENTENCES = {"/": _ENGLISH.strip(), "/fr.html": _FRENCH.strip(),
              "/ja.html": _JAPANESE, "/de.html": _GERMAN.strip()}
