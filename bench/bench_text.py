@@ -25,8 +25,9 @@ lingua-language-detector``)::
 
 ``--sink`` measures the text sink instead (hive.fetch.text_sink, what a crawl with it
 on adds per page): ``TextSink.write`` on exchanges of the synthetic web's pages and of
-the Python documentation's, each as sent and gzip-encoded, into a real WET file (CPU
-per page in this process, bytes of WET per page).
+the Python documentation's, each as sent and gzip-encoded (with the body decoded, as
+the fetcher hands it on), into a real WET file (CPU per page in this process, bytes of
+WET per page).
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def judge_sink(pages: list[Path]) -> None:
                 exchanges = [Exchange(
                     f"http://bench.test/{n}", "127.0.0.1", b"GET / HTTP/1.1\r\n\r\n", 200,
                     "HTTP/1.1 200 OK", headers,
-                    gzip.compress(body, 6) if coding == "gzip" else body, None, 0.0, 0.0,
+                    gzip.compress(body, 6) if coding == "gzip" else body, body, None, 0.0, 0.0,
                     headers[0][1], "", "L") for n, body in enumerate(bodies)]
                 sink.write(exchanges[0])  # imports and the detector's model left out
                 start = time.process_time()

@@ -119,6 +119,9 @@ class FetchResult:
     request_bytes: bytes  # request line and headers exactly as sent
     status_line: str  # e.g. "HTTP/1.1 200 OK"; "" if none arrived
     truncated: bool  # raw_body is not the whole body (size cap or failure)
+    # body is raw_body with every content coding undone (cut at max_decoded_bytes); False when
+    # the fetch failed before its body ended or a coding could not be undone
+    decoded: bool
 
 
 class ProxyRefused(ConnectionError):
@@ -486,12 +489,14 @@ class Fetcher:
             redirecting = status is not None and 300 <= status < 400
             location = resolve_location(url, location) if redirecting else None
         body = b""
+        decoded = False
         kind: Kind
         if failure is not None:
             kind, message = failure
         else:
             assert status is not None
             body, problem, message = decode_body(raw, codings, self.max_decoded_bytes, deadline)
+            decoded = problem is Kind.DECODED_TOO_LARGE or (problem is None and not message)
             if progress.truncated:
                 kind, message = Kind.TOO_LARGE, f"body cut at {len(raw)} bytes"
             elif problem is not None:
@@ -507,7 +512,7 @@ class Fetcher:
             headers=progress.headers, body=body, raw_body=raw, content_type=content_type,
             location=location, retry_after=retry_after, started=started, finished=finished,
             download_time=download_time, address=address, request_bytes=request,
-            status_line=progress.status_line, truncated=progress.truncated,
+            status_line=progress.status_line, truncated=progress.truncated, decoded=decoded,
         )
 
 

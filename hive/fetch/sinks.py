@@ -9,6 +9,12 @@ records) is the first. An exchange is every request that got a response, of
 any status: pages, robots.txt, each redirect hop, a page asked twice for its
 cookie; a request that failed before a status line is none.
 
+**What a sink tells the ones after it.** ``write`` may return the exchange with
+what it learned filled in (``Exchange._replace``), and the sinks after it get
+that one: the WARC sink fills ``record_id``, the WARC-Record-ID of the response
+(or revisit) record it wrote, which the text sink's conversion records refer to
+(``WARC-Refers-To``). A sink that returns None passes the exchange on as it got it.
+
 **Threads.** ``write`` runs on the fetch threads, several at once, so a sink
 is safe to share between threads. ``persist`` runs on the worker's frontier
 thread, once for each outcome it applies, before the commit that records it: a
@@ -79,6 +85,10 @@ class Exchange(NamedTuple):
     status_line: str
     headers: Sequence[tuple[str, str]]  # the response's, as received, in their order
     body: bytes  # as received: de-chunked, still content-encoded
+    # the body with its content codings undone, as the fetcher decoded it (cut at
+    # fetch.max_decoded_bytes); None when it was not: the fetch failed before the body ended,
+    # or a coding could not be undone (a corrupt stream, one hive does not decode)
+    decoded: bytes | None
     truncated: Truncation | None  # why the body is incomplete, None if it is whole
     started: float  # when the request was sent
     finished: float  # when the response finished arriving
@@ -86,6 +96,8 @@ class Exchange(NamedTuple):
     via: str  # the URL this one was found on ("" for a seed or a prerequisite)
     hop_path: str  # how it was reached from its seed (hive.core.record)
     prior: Prior | None = None  # what a recrawl's prior crawls knew of the URL
+    # its response (or revisit) record's WARC-Record-ID, once the WARC sink has written it
+    record_id: str | None = None
 
     @classmethod
     def of(cls, url: str, address: str, result: FetchResult, via: str,
@@ -94,8 +106,9 @@ class Exchange(NamedTuple):
         assert result.status is not None
         return cls(
             url, address, result.request_bytes, result.status, result.status_line,
-            result.headers, result.raw_body, truncation(result), result.started,
-            result.finished, result.content_type, via, hop_path, prior,
+            result.headers, result.raw_body, result.body if result.decoded else None,
+            truncation(result), result.started, result.finished, result.content_type, via,
+            hop_path, prior,
         )
 
 
@@ -135,9 +148,10 @@ class Sink:
     #: Whether a failure of this sink fails the fetch (the module docstring).
     required: bool = False
 
-    def write(self, exchange: Exchange) -> None:
+    def write(self, exchange: Exchange) -> Exchange | None:
         """Take one exchange (on a fetch thread); return once it is as safe as the sink
-        makes it (the WARC sink: in the kernel)."""
+        makes it (the WARC sink: in the kernel), with the exchange as the sinks after it
+        are to get it if this sink filled something in (the module docstring)."""
         raise NotImplementedError
 
     def persist(self) -> None:
@@ -183,13 +197,14 @@ class Sinks:
         return bool(self.sinks)
 
     def write(self, exchange: Exchange) -> None:
-        """Hand one exchange to every sink, in order (a fetch thread)."""
+        """Hand one exchange to every sink, in order, each getting it as the one before it
+        returned it (a fetch thread)."""
         for sink in self.sinks:
             if sink.required:
-                sink.write(exchange)
+                exchange = sink.write(exchange) or exchange
                 continue
             try:
-                sink.write(exchange)
+                exchange = sink.write(exchange) or exchange
             except Exception as exc:
                 self._failed(sink, f"writing {exchange.url}", exc)
 

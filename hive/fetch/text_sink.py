@@ -2,17 +2,20 @@
 
 An optional sink (hive.fetch.sinks), off by default: ``outputs.sinks`` turns it on
 with ``hive.fetch.text_sink:build``. For each exchange with status 200 and an HTML
-Content-Type (``text/html``, ``application/xhtml+xml``) it undoes the content
-codings within ``fetch.max_decoded_bytes`` (hive.fetch.decoding), reads the page in
+Content-Type (``text/html``, ``application/xhtml+xml``) it takes the body as the
+fetcher decoded it (``Exchange.decoded``: content codings undone within
+``fetch.max_decoded_bytes``, once for the whole pipeline), reads the page in
 its encoding (hive.fetch.parse.page_encoding), takes its main text and language
 (hive.fetch.text, at most ``text.max_chars`` characters) and writes one WARC/1.1
 ``conversion`` record, in the layout of Common Crawl's WET files:
 
 * ``WARC-Target-URI`` and ``WARC-Date`` are the response record's (the date the fetch
-  started, as the WARC sink writes it), and ``WARC-Refers-To-Target-URI`` and
-  ``WARC-Refers-To-Date`` name that response (its record ID belongs to the WARC sink);
-* ``WARC-Identified-Content-Language``: the ISO 639-1 code py3langid gives (Common
-  Crawl writes ISO 639-3), left out when the text is too short to tell;
+  started, as the WARC sink writes it); ``WARC-Refers-To`` is that record's
+  WARC-Record-ID, which the WARC sink, before this one, hands on in the exchange
+  (``Exchange.record_id``; left out when no WARC sink ran), and
+  ``WARC-Refers-To-Target-URI`` and ``WARC-Refers-To-Date`` name it too;
+* ``WARC-Identified-Content-Language``: the page's language as an ISO 639-3 code, as
+  Common Crawl writes it (hive.fetch.text), left out when the text is too short to tell;
 * ``Content-Type: text/plain`` and a ``WARC-Block-Digest``; the block is the text in
   UTF-8.
 
@@ -22,9 +25,10 @@ the WARC directory, written by a WarcWriter of that prefix and suffix (rotation 
 readers of ``*.warc.gz`` never take them for captures.
 
 Counted (``text/…``): pages converted, truncated at ``max_chars``, and skipped by
-reason (``not_ok``: another status; ``not_html``; ``binary``: a body that sniffs as
+reason (``not_ok``: another status; ``not_html``; ``incomplete``: a fetch that failed
+before its body ended, so it was never decoded; ``binary``: a body that sniffs as
 binary, as hive.fetch.parse sniffs it, whatever its label; ``empty``: no text). A
-body whose content coding cannot be undone (corrupt, or unknown) raises UnreadablePage,
+whole body whose content coding could not be undone (corrupt, or unknown) raises UnreadablePage,
 which the sinks count as this sink's failure (``sinks/text/failed``) while the crawl
 goes on.
 
@@ -40,7 +44,6 @@ from collections import Counter
 from hive import __version__
 from hive.errors import ConfigError
 from hive.fetch import text
-from hive.fetch.decoding import decode_body
 from hive.fetch.headers import content_codings
 from hive.fetch.parse import HTML_TYPES, media_type, page_encoding, sniff_binary
 from hive.fetch.sinks import Exchange, Sink, SinkContext
@@ -66,9 +69,10 @@ def conversion_fields(exchange: Exchange, page: text.PageText) -> list[tuple[str
         ("WARC-Record-ID", record_id()),
         ("WARC-Date", when),
         ("WARC-Target-URI", url),
-        ("WARC-Refers-To-Target-URI", url),
-        ("WARC-Refers-To-Date", when),
     ]
+    if exchange.record_id is not None:
+        fields.append(("WARC-Refers-To", one_line(exchange.record_id)))
+    fields += [("WARC-Refers-To-Target-URI", url), ("WARC-Refers-To-Date", when)]
     if page.language is not None:
         fields.append(("WARC-Identified-Content-Language", page.language))
     return fields
@@ -79,10 +83,9 @@ class TextSink(Sink):
 
     name = "text"
 
-    def __init__(self, writer: WarcWriter, max_chars: int, max_decoded_bytes: int) -> None:
+    def __init__(self, writer: WarcWriter, max_chars: int) -> None:
         self.writer = writer
         self.max_chars = max_chars
-        self.max_decoded_bytes = max_decoded_bytes
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -99,11 +102,15 @@ class TextSink(Sink):
         if kind not in HTML_TYPES:
             self._count("skipped/not_html")
             return
-        codings = [coding for name, value in exchange.headers
-                   if name.lower() == "content-encoding" for coding in content_codings(value)]
-        html, problem, note = decode_body(exchange.body, codings, self.max_decoded_bytes)
-        if problem not in (None, "decoded_too_large") or (problem is None and note):
-            raise UnreadablePage(f"{exchange.url}: {note}")  # note: why, or the coding left
+        html = exchange.decoded
+        if html is None:
+            if exchange.truncated is not None:
+                self._count("skipped/incomplete")
+                return
+            codings = [coding for name, value in exchange.headers
+                       if name.lower() == "content-encoding" for coding in content_codings(value)]
+            raise UnreadablePage(f"{exchange.url}: content coding {', '.join(codings)} "
+                                 "not undone (the crawl log says why)")
         if sniff_binary(html):
             self._count("skipped/binary")
             return
@@ -141,4 +148,4 @@ def build(context: SinkContext) -> TextSink:
         info=[("description", "the main text and language of each HTML page "
                               "(hive.fetch.text: Resiliparse, py3langid)")],
     )
-    return TextSink(writer, cfg.text.max_chars, cfg.fetch.max_decoded_bytes)
+    return TextSink(writer, cfg.text.max_chars)

@@ -8,7 +8,8 @@ hive.fetch.revisits: looked up and filled here on the fetch threads, moved into
 the store by ``persist`` on the frontier thread); a recrawl's 304 becomes a request and
 a ``server-not-modified`` revisit of the prior crawl's capture. The sink is **required**: a
 record that cannot be written fails the fetch, so no page is done without its
-archive. ``build``, its factory, is named in ``outputs.sinks`` by default and
+archive. It hands the sinks after it the exchange with its response record's ID
+(``Exchange.record_id``). ``build``, its factory, is named in ``outputs.sinks`` by default and
 makes nothing when ``warc.enabled`` is false.
 """
 
@@ -50,13 +51,13 @@ class WarcSink(Sink):
         self.not_modified_records = 0
         self._lock = threading.Lock()
 
-    def write(self, exchange: Exchange) -> None:
+    def write(self, exchange: Exchange) -> Exchange:
         """Write the exchange's records: a revisit if its whole payload was archived before,
-        or if it is a recrawl's 304 (``not_modified``)."""
+        or if it is a recrawl's 304 (``not_modified``). Returns the exchange with the record
+        ID of its response (or revisit) record."""
         prior = exchange.prior
         if prior is not None and exchange.status == 304 and prior.date:
-            self.not_modified(exchange, prior)
-            return
+            return exchange._replace(record_id=self.not_modified(exchange, prior))
         body, index, truncated = exchange.body, self.payloads, exchange.truncated
         sha1 = hashlib.sha1(body).digest()
         indexed = index is not None and truncated is None and len(body) >= index.min_bytes
@@ -72,16 +73,17 @@ class WarcSink(Sink):
                 index.archived(sha1, Original(exchange.url, where.date, where.record_id))
             else:
                 index.revisited(len(body))
+        return exchange._replace(record_id=where.record_id)
 
-    def not_modified(self, exchange: Exchange, prior: Prior) -> None:
+    def not_modified(self, exchange: Exchange, prior: Prior) -> str:
         """A 304 as a server-not-modified revisit of the prior capture, its block the head
         the 304 confirms (hive.core.prior.Prior.refreshed_head; the 304's own if the prior
-        head is unknown)."""
+        head is unknown); returns the revisit record's ID."""
         status_line, headers = exchange.status_line, list(exchange.headers)
         refreshed = prior.refreshed_head(headers)
         if refreshed is not None:
             status_line, headers = refreshed
-        self.writer.write_exchange(
+        where = self.writer.write_exchange(
             url=exchange.url, ip=exchange.address, request=exchange.request,
             status_line=status_line, response_headers=headers, body=b"",
             date=exchange.started, via=exchange.via, hop_path=exchange.hop_path,
@@ -90,6 +92,7 @@ class WarcSink(Sink):
         )
         with self._lock:
             self.not_modified_records += 1
+        return where.record_id
 
     def persist(self) -> None:
         if self.payloads is not None:

@@ -17,6 +17,7 @@ from warcio.archiveiterator import ArchiveIterator
 from hive import config
 from hive.errors import ConfigError
 from hive.fetch import text
+from hive.fetch.sinks import Exchange, SinkContext, Sinks
 from hive.fetch.warc import WarcWriter
 from hive.fetch.warc_records import sha1_digest
 from hive.procs.worker import Worker
@@ -58,8 +59,9 @@ def crawled(text_web: WebProcess,
     return directory, stats
 
 
-def html_responses(directory: Path) -> dict[str, str]:
-    """URI -> WARC-Date of every 200 HTML response record in the WARC files."""
+def html_responses(directory: Path) -> dict[str, tuple[str, str]]:
+    """URI -> (WARC-Date, WARC-Record-ID) of every 200 HTML response record in the WARC
+    files."""
     found = {}
     for path in sorted((directory / "warc").glob("*.warc.gz")):
         with path.open("rb") as f:
@@ -69,16 +71,22 @@ def html_responses(directory: Path) -> dict[str, str]:
                 headers = record.http_headers
                 if headers.get_statuscode() == "200" and "html" in (
                         headers.get_header("Content-Type") or ""):
-                    found[record.rec_headers.get_header("WARC-Target-URI")] = (
-                        record.rec_headers.get_header("WARC-Date"))
+                    warc = record.rec_headers
+                    found[warc.get_header("WARC-Target-URI")] = (
+                        warc.get_header("WARC-Date"), warc.get_header("WARC-Record-ID"))
     return found
 
 
 def conversions(directory: Path) -> dict[str, tuple[dict[str, str], str]]:
-    """URI -> (WARC headers, text) of every conversion record in the WET files, each
-    checked against its block digest."""
+    """URI -> (WARC headers, text) of every conversion record in the crawl's WET files."""
+    return conversions_in(directory / "warc")
+
+
+def conversions_in(warc_dir: Path) -> dict[str, tuple[dict[str, str], str]]:
+    """URI -> (WARC headers, text) of every conversion record in the WET files of
+    ``warc_dir``, each checked against its block digest."""
     found = {}
-    for path in sorted((directory / "warc").glob("*.warc.wet.gz")):
+    for path in sorted(warc_dir.glob("*.warc.wet.gz")):
         with path.open("rb") as f:
             for record in ArchiveIterator(f):
                 if record.rec_type == "warcinfo":
@@ -99,8 +107,9 @@ def text_url(server: WebProcess, path: str) -> str:
 def test_every_html_page_has_a_conversion_record_naming_its_response(
     text_web: WebProcess, crawled: tuple[Path, dict[str, float]]
 ) -> None:
-    """Each 200 HTML response has one conversion record of the same URI and date (but the
-    page without text and the one that cannot be decoded), and nothing else has one."""
+    """Each 200 HTML response has one conversion record of the same URI and date, referring
+    to its record ID (but the page without text and the one that cannot be decoded), and
+    nothing else has one."""
     directory, stats = crawled
     responses, records = html_responses(directory), conversions(directory)
     unconverted = {text_url(text_web, p) for p in UNCONVERTED}
@@ -108,7 +117,9 @@ def test_every_html_page_has_a_conversion_record_naming_its_response(
     assert records.keys() == responses.keys() - unconverted
     assert len(records) > 2 * 5
     for uri, (headers, _) in records.items():
-        assert headers["WARC-Date"] == headers["WARC-Refers-To-Date"] == responses[uri]
+        date, response_id = responses[uri]
+        assert headers["WARC-Date"] == headers["WARC-Refers-To-Date"] == date
+        assert headers["WARC-Refers-To"] == response_id
         assert headers["WARC-Refers-To-Target-URI"] == uri
         assert "WARC-Identified-Content-Language" in headers, uri
     assert stats["text/converted"] == len(records)
@@ -207,3 +218,44 @@ os.kill(os.getpid(), signal.SIGKILL)
                 if r.rec_type == "conversion"]
     assert uris == ["http://a/0", "http://a/1", "http://a/2"]
     assert not list(tmp_path.glob("*text*.cdxj"))
+
+
+def page_exchange(url: str, body: bytes, decoded: bytes | None,
+                  truncated: str | None = None) -> Exchange:
+    """An exchange of a 200 gzip-encoded HTML page, as the pipeline hands it on."""
+    headers = [("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip")]
+    return Exchange(url, "127.0.0.1", b"GET / HTTP/1.1\r\n\r\n", 200, "HTTP/1.1 200 OK",
+                    headers, body, decoded, truncated, 1.7e9, 1.7e9 + 0.1,  # type: ignore[arg-type]
+                    headers[0][1], "", "")
+
+
+def test_the_sink_reads_the_body_the_fetcher_decoded_and_refers_to_the_warc_record(
+    tmp_path: Path
+) -> None:
+    """The text sink takes the page as the fetcher decoded it (Exchange.decoded), not
+    decoding the body again: here the bytes received are not gzip at all, and the decoded
+    page is still converted. Its record names the response record the WARC sink, before
+    it, wrote (WARC-Refers-To, as warcio reads it). A fetch cut before its body ended was
+    never decoded: counted, no record, no failure."""
+    from hive.fetch import text_sink, warc_sink
+
+    cfg = config.load(environ={})
+    context = SinkContext(cfg, "00", tmp_path)
+    sinks = Sinks([warc_sink.build(context), text_sink.build(context)])  # type: ignore[list-item]
+    page = b"<html><body><article><p>" + texts.SENTENCES["/"].encode() * 3 + b"</p></article>"
+    sinks.write(page_exchange("http://a.test/", b"not gzip at all", page))
+    sinks.write(page_exchange("http://a.test/cut", b"\x1f\x8b", None, "disconnect"))
+    stats = sinks.stats()
+    sinks.close()
+    assert stats["text/converted"] == stats["text/skipped/incomplete"] == 1
+    assert "sinks/text/failed" not in stats
+    [(uri, (headers, page_text))] = conversions_in(tmp_path).items()
+    assert uri == "http://a.test/" and texts.SENTENCES["/"] in page_text
+    with next(tmp_path.glob("hive-00-2*.warc.gz")).open("rb") as f:
+        ids = {r.rec_headers.get_header("WARC-Target-URI"): r.rec_headers.get_header(
+            "WARC-Record-ID") for r in ArchiveIterator(f) if r.rec_type == "response"}
+    with next(tmp_path.glob("*.warc.wet.gz")).open("rb") as f:
+        [refers] = [r.rec_headers.get_header("WARC-Refers-To") for r in ArchiveIterator(f)
+                    if r.rec_type == "conversion"]
+    assert refers == ids["http://a.test/"] and refers.startswith("<urn:uuid:")
+    assert headers["WARC-Identified-Content-Language"] == "eng"
