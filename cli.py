@@ -743,6 +743,12 @@ def export(data_dir: Path, form: str, out_path: Path) -> None:
     for name in tally.open_warcs:
         click.echo(f"export: {name}: still open (being written, or left by a crash): "
                    "left out; its fetches are rows without a record", err=True)
+    for name in tally.open_wet_files:
+        click.echo(f"export: {name}: still open (being written, or left by a crash): left "
+                   "out; its pages have no content_languages", err=True)
+    if tally.unreadable_conversions:
+        click.echo(f"export: {tally.unreadable_conversions:,} records of the WET files did not "
+                   "read as conversion records: their pages have no content_languages", err=True)
     if tally.skips.total:
         causes = ", ".join(f"{n} {cause}" for cause, n in tally.skips.by_cause.most_common())
         click.echo(f"export: crawl log lines skipped: {causes}", err=True)

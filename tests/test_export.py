@@ -121,6 +121,8 @@ def test_the_parquet_index_says_what_the_cdxj_says(
                     "url_surtkey, content_digest FROM c WHERE warc_record_type IS NOT NULL")) \
         == places
     assert by_mime["warc/revisit"] > 0
+    # No text sink in this crawl: no language anywhere.
+    assert db.execute("SELECT count(content_languages) FROM c").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM c WHERE warc_record_type = 'revisit'").fetchone() \
         == (by_mime["warc/revisit"],)
 

@@ -15,6 +15,8 @@ What an export reads, running crawl or stopped, through :class:`DataDir`:
 * **What the index leaves out is read from the record** (hive.export.records) for the
   captures that can have it: a redirect's ``Location`` (a 3xx status) and a body's
   ``WARC-Truncated`` (a fetch that did not end as a whole answer, or with no log line).
+* **The text sink's languages** (hive.export.languages): each response's, from the
+  conversion records of the closed WET files, kept in the same scratch database.
 * **The rest of the log**, after every capture: refusals, failures with no response and
   fetches whose record is in a file still open, each a row with no record.
 
@@ -34,6 +36,7 @@ from typing import IO, Any, NamedTuple
 
 from hive.errors import HiveError
 from hive.export import records
+from hive.export.languages import LanguageTable, wet_files
 from hive.export.logtable import LogTable
 from hive.fetch import cdxj
 from hive.report.lines import Skips
@@ -74,6 +77,7 @@ class Row(NamedTuple):
     duration: float | None
     size: int | None
     outcome_time: float | None
+    languages: str | None  # ISO 639-3 codes, comma-separated (hive.export.languages)
 
 
 @dataclass
@@ -90,6 +94,10 @@ class Tally:
     unreadable_heads: int = 0
     log_lines: int = 0
     skips: Skips = field(default_factory=Skips)
+    wet_files: int = 0
+    open_wet_files: list[str] = field(default_factory=list)
+    conversions: int = 0
+    unreadable_conversions: int = 0
 
 
 def closed_warcs(dd: DataDir) -> tuple[list[Path], list[Path]]:
@@ -165,6 +173,11 @@ def rows(dd: DataDir, scratch: Path, tally: Tally) -> Iterator[Row]:
     try:
         table.load(dd.crawl_logs())
         tally.log_lines, tally.skips = table.lines, table.skips
+        wets, open_wets = wet_files(dd.warc)
+        tally.wet_files, tally.open_wet_files = len(wets), [path.name for path in open_wets]
+        languages = LanguageTable(table.database)
+        languages.load(wets)
+        tally.conversions, tally.unreadable_conversions = languages.records, languages.unreadable
         for warc in closed:
             tally.warcs += 1
             with warc.open("rb") as f:
@@ -174,7 +187,7 @@ def rows(dd: DataDir, scratch: Path, tally: Tally) -> Iterator[Row]:
                         line = parse_line(text)
                     except ValueError as exc:
                         raise bad_index(warc, number, exc) from exc
-                    yield _capture(line, table, f, tally)
+                    yield _capture(line, table, languages, f, tally)
         for entry in table.rest():
             tally.log_rows += 1
             yield _logged(entry)
@@ -182,7 +195,8 @@ def rows(dd: DataDir, scratch: Path, tally: Tally) -> Iterator[Row]:
         table.close()
 
 
-def _capture(line: Line, table: LogTable, f: IO[bytes], tally: Tally) -> Row:
+def _capture(line: Line, table: LogTable, languages: LanguageTable, f: IO[bytes],
+             tally: Tally) -> Row:
     found = line.fields
     url = found["url"]
     status = int(found["status"]) if "status" in found else None
@@ -194,6 +208,7 @@ def _capture(line: Line, table: LogTable, f: IO[bytes], tally: Tally) -> Row:
     redirect = truncated = None
     outcome = entry.get("outcome")
     redirected = status is not None and 300 <= status < 400
+    record: records.Record | None = None
     if redirected or outcome is None or not (outcome in _WHOLE or outcome.startswith("http_")):
         tally.heads_read += 1
         record = records.read(f, offset, length)
@@ -202,6 +217,16 @@ def _capture(line: Line, table: LogTable, f: IO[bytes], tally: Tally) -> Row:
         else:
             redirect = record.redirect() if redirected else None
             truncated = record.truncated
+
+    def record_id() -> str | None:
+        """The capture's WARC-Record-ID, its record read if it was not already."""
+        nonlocal record
+        if record is None:
+            tally.heads_read += 1
+            record = records.read(f, offset, length)
+        return record.warc.get("warc-record-id") if record is not None else None
+
+    found_languages = languages.languages(url, line.time, record_id) if status == 200 else None
     mime = found.get("mime")
     digest = found.get("digest")
     return Row(
@@ -209,6 +234,7 @@ def _capture(line: Line, table: LogTable, f: IO[bytes], tally: Tally) -> Row:
         digest.removeprefix(_DIGEST_PREFIX) if digest else None,
         "revisit" if mime == "warc/revisit" else "response",
         found.get("filename"), offset, length, redirect, truncated, *_log_columns(entry),
+        found_languages,
     )
 
 
@@ -232,5 +258,5 @@ def _logged(entry: dict[str, Any]) -> Row:
     started = float(entry["t"]) - float(entry.get("dl", 0.0)) if status is not None else None
     return Row(
         url, cdxj.url_key(url), started, status, entry.get("mime") or None, None, None,
-        None, None, None, None, None, *_log_columns(entry),
+        None, None, None, None, None, *_log_columns(entry), None,
     )

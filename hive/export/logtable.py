@@ -50,6 +50,12 @@ class LogTable:
         # Lines taken but not deleted yet: deleted LOAD_BATCH at a time, one transaction each.
         self._taken: set[int] = set()
 
+    @property
+    def database(self) -> sqlite3.Connection:
+        """The scratch database, where the export's other joins keep their tables too
+        (hive.export.languages)."""
+        return self._db
+
     def close(self) -> None:
         self._db.close()
         self.path.unlink(missing_ok=True)

@@ -4,13 +4,15 @@ The columns that mean what Common Crawl's cc-index-table columns mean have their
 and types (its ``cc-index-schema-flat.json``: ``short`` is int16, ``integer`` int32,
 ``timestamp`` a UTC timestamp), so its users' queries run unchanged: the URL and its
 host's parts (hive.export.urlparts), ``fetch_time``, ``fetch_status``,
-``fetch_redirect``, ``content_digest``, ``content_mime_type``, ``content_truncated``,
+``fetch_redirect``, ``content_digest``, ``content_mime_type``, ``content_languages``
+(the languages the text sink found, hive.export.languages: ISO 639-3 codes,
+comma-separated; null when it is off or found none), ``content_truncated``,
 ``warc_filename``, ``warc_record_offset``, ``warc_record_length`` and ``subset``. Two
 differ, on purpose: the offset and length are int64, a hive WARC having no 2 GiB bound
 (``warc.max_file_bytes``), and a row of the crawl log with no response has no
 ``fetch_status`` and no ``fetch_time``, which Common Crawl's rows always have.
-``content_mime_detected``, ``content_charset``, ``content_languages``, ``warc_record_id``
-and ``warc_segment`` are left out: hive does not know them without reading every record.
+``content_mime_detected``, ``content_charset``, ``warc_record_id`` and ``warc_segment``
+are left out: hive does not know them without reading every record.
 
 hive's own columns: ``warc_record_type`` (``response``, ``revisit``, or null: a crawl-log
 outcome with no record, such as a refusal, a DNS failure, or a fetch whose WARC is still
@@ -67,6 +69,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("fetch_redirect", "string", True),
     ("content_digest", "string", True),
     ("content_mime_type", "string", True),
+    ("content_languages", "string", True),
     ("content_truncated", "string", True),
     ("warc_filename", "string", True),
     ("warc_record_offset", "int64", True),
@@ -120,7 +123,7 @@ def columns(group: Iterable[Row]) -> list[list[Any]]:
             host.fifth, host.registry_suffix, host.registered_domain, host.private_suffix,
             host.private_domain, host.reversed, parts.protocol, parts.port, parts.path,
             parts.query, _micros(row.fetch_time), row.status, row.redirect, row.digest,
-            row.mime, row.truncated, row.filename, row.offset, row.length,
+            row.mime, row.languages, row.truncated, row.filename, row.offset, row.length,
             _subset(row, parts.path), row.record_type, row.outcome, row.reason, row.message,
             row.hop, row.depth, row.via, row.duration, row.size, _micros(row.outcome_time),
         )

@@ -97,7 +97,7 @@ class FileIndex:
     skipped_bytes: int = 0
 
 
-def _members(f: IO[bytes]) -> Iterator[tuple[int, int, bytes]]:
+def members(f: IO[bytes]) -> Iterator[tuple[int, int, bytes]]:
     """(offset, length, first inflated bytes up to HEAD_BYTES) of each whole gzip member
     of f from its start, stopping at the first torn or corrupt one."""
     offset = fed = 0  # fed: bytes read from the member's start on
@@ -306,7 +306,7 @@ def index_file(path: Path, filename: str | None = None) -> FileIndex:
     result = FileIndex(filename or path.name)
     size = path.stat().st_size
     with path.open("rb") as f:
-        for offset, length, head in _members(f):
+        for offset, length, head in members(f):
             result.whole_bytes = offset + length
             found = capture(head)
             if found is not None:

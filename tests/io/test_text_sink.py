@@ -16,6 +16,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
 from hive.errors import ConfigError
+from hive.export import parquet
+from hive.export.captures import Tally
 from hive.fetch import text
 from hive.fetch.sinks import Exchange, SinkContext, Sinks
 from hive.fetch.warc import WarcWriter
@@ -48,7 +50,8 @@ def crawled(text_web: WebProcess,
     directory = tmp_path_factory.mktemp("crawl")
     cfg = crawl_config(text_web, outputs={"sinks": [WARC, TEXT]},
                        text={"max_chars": MAX_CHARS})
-    worker = Worker(cfg, directory / "store", warc_dir=directory / "warc", log_dir=directory)
+    worker = Worker(cfg, directory / "store", warc_dir=directory / "warc",
+                    log_dir=directory / "logs")
     try:
         seeds = [*text_web.seeds(), text_web.url(f"{texts.LABEL}.{text_web.web.domain}")]
         worker.add(seeds, time.time())
@@ -159,7 +162,8 @@ def test_an_unreadable_page_is_the_sinks_failure_counted_and_the_crawl_goes_on(
     as it would without the sink."""
     directory, stats = crawled
     assert stats["sinks/text/failed"] == 2
-    log = [json.loads(line) for line in (directory / "crawl-00.jsonl").read_text().splitlines()]
+    log_file = directory / "logs" / "crawl-00.jsonl"
+    log = [json.loads(line) for line in log_file.read_text().splitlines()]
     for path in ("/broken.html", "/compress.html"):
         lines = [e for e in log if e["url"] == text_url(text_web, path)]
         assert len(lines) == 1 and lines[0]["outcome"] != "error", lines
@@ -259,3 +263,61 @@ def test_the_sink_reads_the_body_the_fetcher_decoded_and_refers_to_the_warc_reco
                     if r.rec_type == "conversion"]
     assert refers == ids["http://a.test/"] and refers.startswith("<urn:uuid:")
     assert headers["WARC-Identified-Content-Language"] == "eng"
+
+
+def test_the_parquet_index_has_each_pages_languages_as_its_wet_record_says(
+    text_web: WebProcess, crawled: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    """``hive export --format parquet`` of a crawl with the text sink on: DuckDB reads
+    each response's content_languages as its conversion record says (ISO 639-3), null for
+    a page without one (no text, not HTML, undecodable) and for every other row."""
+    import duckdb
+
+    directory, _ = crawled
+    out = tmp_path / "crawl.parquet"
+    tally = Tally()
+    parquet.export(directory, out, tally)
+    records = conversions(directory)
+    assert tally.conversions == len(records) and tally.wet_files >= 1
+    said = {uri: headers.get("WARC-Identified-Content-Language") for uri, (headers, _)
+            in records.items()}
+    host = f"{texts.LABEL}.{text_web.web.domain}"
+    db = duckdb.connect()
+    db.execute(f"CREATE VIEW c AS SELECT * FROM read_parquet('{out}')")
+    found = dict(db.execute(
+        "SELECT url, content_languages FROM c WHERE warc_record_type = 'response' "
+        "AND url_host_name = ?", [host]).fetchall())
+    assert found == {uri: said.get(uri) for uri in found}
+    assert {path: found[text_url(text_web, path)] for path in texts.LANGUAGES} == texts.LANGUAGES
+    assert all(found[text_url(text_web, path)] is None for path in UNCONVERTED)
+    # Every page of the crawl with a language has it in the index; nothing else has one.
+    assert db.execute("SELECT count(*) FROM c WHERE content_languages IS NOT NULL").fetchone() \
+        == (sum(1 for language in said.values() if language is not None),)
+    assert db.execute("SELECT count(*) FROM c WHERE content_languages IS NOT NULL AND "
+                      "(fetch_status <> 200 OR warc_record_type IS NULL)").fetchone() == (0,)
+
+
+def test_two_captures_of_a_page_in_one_second_each_take_their_own_language(
+    tmp_path: Path
+) -> None:
+    """A page fetched twice within one second, English then German: the index line says
+    the same URI and second of both, and each capture still gets its own record's language
+    (WARC-Refers-To, its record ID read from the record)."""
+    from hive.fetch import text_sink, warc_sink
+
+    directory = tmp_path / "data"
+    warc_dir = directory / "warc"
+    warc_dir.mkdir(parents=True)
+    context = SinkContext(config.load(environ={}), "00", warc_dir)
+    sinks = Sinks([warc_sink.build(context), text_sink.build(context)])  # type: ignore[list-item]
+    english = b"<html><body><p>" + texts.SENTENCES["/"].encode() * 3 + b"</p>"
+    german = b"<html><body><p>" + texts.SENTENCES["/de.html"].encode() * 3 + b"</p>"
+    for n, page in enumerate((english, german)):
+        sinks.write(page_exchange("http://a.test/", page, page)._replace(started=1.7e9 + n / 4))
+    sinks.close()
+    out = tmp_path / "crawl.parquet"
+    parquet.export(directory, out, Tally())
+    import duckdb
+
+    assert duckdb.sql(f"SELECT content_languages FROM read_parquet('{out}') "
+                      "ORDER BY warc_record_offset").fetchall() == [("eng",), ("deu",)]
