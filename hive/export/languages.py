@@ -99,6 +99,8 @@ class LanguageTable:
     def languages(self, url: str, epoch: float, record_id: Callable[[], str | None]) -> str | None:
         """The languages of the capture of ``url`` at ``epoch`` (seconds), whose own
         WARC-Record-ID ``record_id`` reads (None if it cannot); None if it has none."""
+        if not self.records:  # the text sink off: no query a capture
+            return None
         found = self._db.execute(
             "SELECT refers, languages FROM conversion WHERE url = ? AND second = ?",
             (url, second(epoch)),

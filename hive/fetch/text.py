@@ -7,12 +7,12 @@ Chosen by measurement on real pages (``python bench/bench_text.py``; bench/READM
   underneath). On 120 pages of the Python documentation it kept 98.5 % of the main
   division's paragraphs and 0.5 % of the navigation strings, at 6.6 CPU-ms a page;
   trafilatura kept 97.2 % and the same 0.5 %, at 88 CPU-ms.
-- **Language: py3langid** (langid.py's model retrained, 142 classes) on the first
-  ``LANGUAGE_SAMPLE`` characters of the main text: 95.6 % right on 90 chapters of
-  the Debian Reference in six languages (the misses are chapters that open with
-  English commands), 98.9 % on their first 200 characters, at 1.75 CPU-ms a page;
-  lingua was one point better at four times the CPU, Resiliparse's own detector
-  90 % and 63 % on 200 characters.
+- **Language: py3langid** (langid.py's model: 97 languages in py3langid 0.3, 142
+  classes in 0.4) on the first ``LANGUAGE_SAMPLE`` characters of the main text: 95.6 %
+  right on 90 chapters of the Debian Reference in six languages (the misses are
+  chapters that open with English commands), 98.9 % on their first 200 characters, at
+  1.75 CPU-ms a page; lingua was one point better at four times the CPU,
+  Resiliparse's own detector 90 % and 63 % on 200 characters.
 
 Bounds: the page is already bounded by ``fetch.max_decoded_bytes``; the text kept is
 at most ``max_chars`` characters; the detector reads at most LANGUAGE_SAMPLE. A text
