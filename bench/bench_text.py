@@ -27,7 +27,13 @@ lingua-language-detector``)::
 on adds per page): ``TextSink.write`` on exchanges of the synthetic web's pages and of
 the Python documentation's, each as sent and gzip-encoded (with the body decoded, as
 the fetcher hands it on), into a real WET file (CPU per page in this process, bytes of
-WET per page).
+WET per page). ``--sink-run N`` only writes a first page and then N gzip-encoded
+documentation pages through the sink, for an instruction count::
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        python bench/bench_text.py --sink-run 60
+
+and ``--sink-run 0``: the difference over 60 is the instructions per page.
 """
 
 from __future__ import annotations
@@ -192,12 +198,37 @@ def judge_sink(pages: list[Path]) -> None:
                   f"{size // (len(bodies) + 1):15,d}")
 
 
+def sink_run(pages: list[Path], count: int) -> None:
+    """``TextSink.write`` on a first page, then on ``count`` gzip-encoded pages, printing
+    nothing: run under callgrind with ``count`` and with 0, the difference over
+    ``count`` is the sink's instructions per page."""
+    from hive import config
+    from hive.fetch.sinks import Exchange, SinkContext
+    from hive.fetch.text_sink import build
+
+    headers = [("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip")]
+    exchanges = [Exchange(
+        f"http://bench.test/{n}", "127.0.0.1", b"GET / HTTP/1.1\r\n\r\n", 200,
+        "HTTP/1.1 200 OK", headers, gzip.compress(path.read_bytes(), 6), path.read_bytes(),
+        None, 0.0, 0.0, headers[0][1], "", "L") for n, path in enumerate(pages[: count + 1])]
+    with tempfile.TemporaryDirectory() as directory:
+        sink = build(SinkContext(config.load(environ={}), "00", Path(directory)))
+        for exchange in exchanges:
+            sink.write(exchange)
+        sink.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=120, help="Python documentation pages")
     parser.add_argument("--chapters", type=int, default=30, help="chapters per language")
     parser.add_argument("--sink", action="store_true", help="measure the text sink instead")
+    parser.add_argument("--sink-run", type=int, metavar="N",
+                        help="only write N gzip pages through the sink (under callgrind)")
     args = parser.parse_args()
+    if args.sink_run is not None:
+        sink_run(sorted(PYDOC.glob("*.html")), args.sink_run)
+        return
     if args.sink:
         judge_sink(sorted(PYDOC.glob("*.html"))[: args.pages])
         return
