@@ -378,6 +378,21 @@ def test_encoded_body_is_decoded_and_raw_kept(
     server = serve(replying(response("200 OK", {"Content-Encoding": coding}, encoded)))
     result = get(make_fetcher(), server)
     assert (result.outcome, result.body, result.raw_body) == ("ok", PAGE * 100, encoded)
+    assert result.decoded
+
+
+@pytest.mark.parametrize(("coding", "body", "decoded"), [
+    ("identity", PAGE, True),
+    ("gzip", b"not gzip at all", False),  # a corrupt stream: outcome protocol
+    ("compress", PAGE, False),  # a coding hive does not decode: outcome ok, body as received
+])
+def test_the_result_says_whether_its_body_is_decoded(
+    serve: Any, make_fetcher: Any, coding: str, body: bytes, decoded: bool
+) -> None:
+    """``decoded`` tells the sinks whether ``body`` is the page with its codings undone
+    (the text sink reads it instead of decoding again)."""
+    server = serve(replying(response("200 OK", {"Content-Encoding": coding}, body)))
+    assert get(make_fetcher(), server).decoded is decoded
 
 
 def test_gzip_bomb_stops_at_max_decoded_bytes(serve: Any, make_fetcher: Any) -> None:
@@ -387,6 +402,7 @@ def test_gzip_bomb_stops_at_max_decoded_bytes(serve: Any, make_fetcher: Any) -> 
     result = get(fetcher, server)
     assert result.outcome == "decoded_too_large"
     assert result.raw_body == bomb and len(result.body) == 100_000
+    assert result.decoded  # the first max_decoded_bytes, decoded
     assert fetcher.stats()["fetch/outcome/decoded_too_large"] == 1
 
 
