@@ -2,11 +2,13 @@
 
 Read in steps, one module each: :mod:`hive.export.records` reads one WARC record back
 by its position, :mod:`hive.export.logtable` keeps the crawl logs' lines on disk by URL,
-:mod:`hive.export.urlparts` splits a URL into Common Crawl's ``url_*`` columns, and
-:mod:`hive.export.captures` joins the closed WARCs' captures to their crawl-log lines,
-one :class:`~hive.export.captures.Row` at a time. :mod:`hive.export.parquet` writes
-those rows as a columnar index (Common Crawl's cc-index-table names and types), and
-:mod:`hive.export.wacz` packs the WARCs, their index and a pages list into a WACZ.
+:mod:`hive.export.urlparts` splits a URL into Common Crawl's ``url_*`` columns,
+:mod:`hive.export.languages` keeps the text sink's languages by the capture they belong
+to, and :mod:`hive.export.captures` joins the closed WARCs' captures to their crawl-log
+lines and languages, one :class:`~hive.export.captures.Row` at a time.
+:mod:`hive.export.parquet` writes those rows as a columnar index (Common Crawl's
+cc-index-table names and types), and :mod:`hive.export.wacz` packs the WARCs, their
+index and a pages list into a WACZ.
 
 The libraries these formats need (pyarrow) are the ``export`` extra: :func:`require`
 imports one, or says how to install it.
