@@ -397,3 +397,12 @@ def test_index_writes_where_the_data_directory_says(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"indexed 0 records from 0 WARC files into {dd.merged_index}" in result.output
     assert dd.merged_index.read_text() == ""
+
+
+def test_a_recrawls_changes_are_counted_in_status() -> None:
+    status = a_status()
+    assert "changes:" not in cli.format_status(status, width=80)
+    for i, row in enumerate(status["processes"][1:]):
+        row["stats"].update({"changes/changed": 3 + i, "changes/unchanged": 40, "changes/new": 1})
+    text = " ".join(cli.format_status(status, width=80).split())
+    assert "changes: 2 new, 7 changed, 80 unchanged, 0 gone, 0 moved" in text

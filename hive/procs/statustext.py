@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hive.core.prior import CHANGES
 from hive.fetch.cookies import DROPPED, REFUSED
 from hive.fetch.sinks import failures
 from hive.frontier.refusals import describe
@@ -183,6 +184,21 @@ def sink_note(rows: Iterable[Row]) -> str:
             + "; their pages are missing from that output (see each worker's log)")
 
 
+def changes_note(reports: Iterable[Mapping[str, Any]]) -> str:
+    """``changes: 3 new, 12 changed, 80 unchanged, 2 gone, 0 moved`` over the workers'
+    reports (``changes/<change>``, a recrawl's: hive.core.prior); empty for a crawl
+    that is no recrawl."""
+    counts: Counter[str] = Counter()
+    for stats in reports:
+        for change in CHANGES:
+            value = stats.get(f"changes/{change}")
+            if isinstance(value, int | float):
+                counts[change] += int(value)
+    if not counts:
+        return ""
+    return "changes: " + ", ".join(f"{counts[change]:,} {change}" for change in CHANGES)
+
+
 def stopping_note(status: dict[str, Any]) -> str:
     """What a stopping hive still waits for: fetches in flight, then processes closing."""
     if not status.get("stopping"):
@@ -220,6 +236,7 @@ def format_status(status: dict[str, Any], width: int, now: float) -> str:
         drain_note(status.get("hosts")),
         describe(row.get("stats", {}) for row in status["processes"]),
         cookie_note(row.get("stats", {}) for row in status["processes"]),
+        changes_note(row.get("stats", {}) for row in status["processes"]),
         sink_note(status["processes"]),
     ]
     lines += [textwrap.fill(note, width, subsequent_indent="  ", break_on_hyphens=False)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hive.core.prior import CHANGES
 from hive.report.crawl import Report
 from hive.report.tally import WAIT_EDGES
 
@@ -44,7 +45,7 @@ def render(report: Report) -> str:
         "font.family": "sans-serif", "axes.spines.top": False, "axes.spines.right": False,
     }):
         sections = [
-            _summary(report), _rates(report), _outcomes(report), _mimes(report),
+            _summary(report), _rates(report), _outcomes(report), _changes(report), _mimes(report),
             _hosts(report), _refusals(report), _depth(report), _waits(report),
             _slowest(report), _skipped(report),
         ]
@@ -52,7 +53,7 @@ def render(report: Report) -> str:
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{title}</title><style>{STYLE}</style></head>\n<body><h1>{title}</h1>\n"
-        + "\n".join(sections) + "\n</body></html>\n"
+        + "\n".join(section for section in sections if section) + "\n</body></html>\n"
     )
 
 
@@ -233,6 +234,16 @@ def _hosts(report: Report) -> str:
         _pruned_note(tally.hosts_pruned, "host"),
     ]
     return _section("hosts", "Top hosts", *parts)
+
+
+def _changes(report: Report) -> str:
+    """A recrawl's changes since its prior crawls (nothing for a crawl that is none)."""
+    changes = report.tally.changes
+    if not changes:
+        return ""
+    rows = [(change, changes[change]) for change in CHANGES]
+    return _section("changes", "Changes since the prior crawls", _barh(rows, "URLs"),
+                    _table(("change", "URLs"), rows))
 
 
 def _refusals(report: Report) -> str:

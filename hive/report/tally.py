@@ -16,6 +16,8 @@ What a line counts as, from hive.fetch.crawllog's fields:
   (``NOT_ERRORS``);
 * a *refusal* is the outcome ``refused`` (by its ``reason``) or a URL that
   robots.txt disallowed or whose robots.txt was unreachable;
+* a recrawl's fetch counts its *change* (``change``: new, changed, unchanged, gone,
+  moved);
 * a *politeness wait* is the time from the end of one fetch of a host to the
   start (``t - dl``) of its next, within one worker's log.
 """
@@ -30,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from hive.core.prior import CHANGES
 from hive.outcome import Kind
 
 # Outcomes that are not errors: the kinds that are not (hive.outcome), and refusals,
@@ -164,6 +167,9 @@ class Tally:
     host_capacity: int = HOSTS
     hosts: dict[str, HostStats] = field(default_factory=dict)
     hosts_pruned: int = 0
+    # A recrawl's changes (the ``change`` field, hive.core.prior): new, changed, unchanged,
+    # gone, moved; a bad value is not counted.
+    changes: Counter[str] = field(default_factory=Counter)
 
     def add(self, entry: dict[str, Any]) -> None:
         self.lines += 1
@@ -181,6 +187,9 @@ class Tally:
         if t > self.last:
             self.last = t
         self.outcomes.counts[outcome] += 1
+        change = get("change")
+        if change is not None and change in CHANGES:
+            self.changes[change] += 1
         fetch = status is not None or download > 0
         page = fetch and outcome == "ok"
         error = outcome not in NOT_ERRORS

@@ -244,10 +244,7 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
 
     # The change feed says what was done.
     feed = tmp_path / "changes.jsonl"
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", "changes", "--data", str(crawl2), "--out", str(feed)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    hive("changes", "--data", str(crawl2), "--out", str(feed))
     lines = [json.loads(line) for line in feed.read_text().splitlines()]
     by_url = {line["url"].removeprefix(site.origin): line for line in lines}
     counts = {change: sum(line["change"] == change for line in lines)
@@ -256,6 +253,10 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
                       "gone": len(deleted), "moved": 0}, counts
     assert by_url[edited[1]]["evidence"] == "new_digest"
     assert by_url[deleted[0]]["evidence"] == "status"
+    hive("report", "--data", str(crawl2), "--out", str(tmp_path / "report.html"))
+    page = (tmp_path / "report.html").read_text()
+    assert "Changes since the prior crawls" in page
+    assert f'<td>unchanged</td><td class="n">{unchanged}</td>' in page
     unchanged_line = by_url[others[0]]
     assert unchanged_line["evidence"] == "304"
     assert unchanged_line["validators"]["etag"].startswith('"')
