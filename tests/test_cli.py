@@ -406,3 +406,21 @@ def test_a_recrawls_changes_are_counted_in_status() -> None:
         row["stats"].update({"changes/changed": 3 + i, "changes/unchanged": 40, "changes/new": 1})
     text = " ".join(cli.format_status(status, width=80).split())
     assert "changes: 2 new, 7 changed, 80 unchanged, 0 gone, 0 moved" in text
+
+
+def test_recrawl_from_what_is_no_crawl_is_named(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for source, said in ((tmp_path / "missing", "not a directory"),
+                         (empty, "holds no closed WARC file"),
+                         (tmp_path / "data", "is the data directory of this crawl")):
+        (tmp_path / "data").mkdir(exist_ok=True)
+        result = CliRunner().invoke(cli.main, ["start", "--data", str(tmp_path / "data"),
+                                               "--seeds", str(seeds), "--recrawl-from",
+                                               str(source)])
+        assert result.exit_code == 1, result.output
+        assert said in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(cli.main, ["changes", "--data", str(empty)])
+    assert result.exit_code == 1 and "was --data started with --recrawl-from?" in result.output

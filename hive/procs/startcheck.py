@@ -18,6 +18,7 @@ from typing import Any
 
 from hive.errors import StoreError
 from hive.procs.lifecycle import Lock, LockedError
+from hive.procs.stats import pages
 from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
 from hive.storage.schema import MetaState
@@ -31,12 +32,12 @@ STORE_RELEASE_WAIT = 10.0
 
 
 def pages_done(store: Path) -> int:
-    """Pages a stopped worker's store has recorded as fetched (``frontier/done/ok``)."""
+    """Pages a stopped worker's store has recorded as fetched (hive.procs.stats.pages)."""
     if not DataDir.store_data(store).exists():
         return 0
     try:
         with read_only(store) as txn:
-            return MetaState.load(txn).counts.get("frontier/done/ok", 0)
+            return pages(MetaState.load(txn).counts)
     except StoreError:
         return 0
 

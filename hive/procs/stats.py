@@ -9,7 +9,8 @@ lower ``number``) or was sent by a process that has since died (before
 - the **totals** across workers (:data:`TOTAL_KEYS` summed, plus URLs
   ``fetched`` and ``errors``: every ``frontier/done/`` outcome not in
   :data:`NOT_ERRORS`);
-- the **pages this start fetched**: each worker's ``frontier/done/ok`` above
+- the **pages this start fetched**: each worker's pages (``pages``: ``frontier/done/ok``
+  and a recrawl's ``frontier/done/not_modified``, a page confirmed unchanged) above
   the highest it had before (on disk when the hive opened, or in an earlier
   report), so neither a resume's old pages nor a restarted worker's first
   report counts as new; and their rate over the last :data:`RATE_WINDOW`;
@@ -121,10 +122,21 @@ def fetched(stats: Stats) -> int:
                and isinstance(v, int))
 
 
+# The outcomes that count as a page fetched: a whole answer, or a recrawl's 304 (the page as
+# its prior crawl had it), so --max-pages budgets a recrawl's requests as a crawl's.
+PAGE_KEYS = ("frontier/done/ok", "frontier/done/not_modified")
+
+
+def pages(counts: Mapping[str, object]) -> int:
+    """The pages a worker's counters say it fetched (PAGE_KEYS)."""
+    return sum(value for key in PAGE_KEYS
+               if isinstance(value := counts.get(key, 0), int))
+
+
 class HiveStats:
     """The newest report of each of ``workers`` and the figures drawn from them.
 
-    ``pages_before`` is each worker's ``frontier/done/ok`` on disk when the hive opened.
+    ``pages_before`` is each worker's pages on disk when the hive opened.
     """
 
     def __init__(self, workers: Iterable[int], pages_before: Mapping[int, int] | None = None
@@ -151,7 +163,7 @@ class HiveStats:
         if report.sent < self._since.get(report.worker, float("-inf")):
             return False
         self.reports[report.worker] = report
-        self._count_pages(report.worker, report.stats.get("frontier/done/ok"))
+        self._count_pages(report.worker, pages(report.stats))
         return True
 
     def restarted(self, worker: int, now: float) -> None:

@@ -30,6 +30,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from hive import config
+from hive.core.prior import Prior
 from hive.testweb import Request, politeness_violations
 from tests.conftest import LAUNCHED, wait_for
 from tests.real.conftest import ADDRESS, docs_html, free_ports, listening, nginx_binary, unavailable
@@ -275,3 +276,17 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
     replay = replays(tmp_path / "pywb", pywb, [crawl1, crawl2])
     stamp = after["WARC-Date"].replace("-", "").replace(":", "").replace("T", "")[:14]
     assert get(f"{replay}/{stamp}id_/{url}") == (200, served[others[0]])
+
+    # A recrawl of the recrawl: its plan keeps each page's history (crawl1's capture, then
+    # crawl2's) and the validators nginx gave crawl2, so the edited pages are 304 now.
+    crawl3 = start(site, tmp_path, "crawl3", "--recrawl-from", str(crawl2))
+    plan = {Prior.decode(line).url.removeprefix(site.origin): Prior.decode(line)
+            for line in (crawl3 / "recrawl.jsonl").read_bytes().splitlines()}
+    assert (plan[edited[1]].seen, plan[edited[1]].changed) == (2, 1)
+    assert (plan[others[0]].seen, plan[others[0]].changed) == (2, 0)
+    assert (plan[deleted[0]].seen, plan[deleted[0]].changed, plan[deleted[0]].status) == (
+        2, 1, 404)
+    assert plan["/tutorial/whatsnew-recrawl.html"].seen == 1
+    third = {hit["path"]: hit for hit in site.hits()[len(first) + len(second):]}
+    assert third[edited[1]]["inm"] == asked[edited[1]]["etag"] != had[edited[1]]["etag"]
+    assert third[edited[1]]["status"] == 304

@@ -121,3 +121,10 @@ def test_a_failing_optional_output_is_a_status_note_and_a_metric() -> None:
     assert sorted((s.labels["worker"], s.labels["sink"], s.value) for s in family.samples
                   if s.name == "hive_sink_failures_total") == [
         ("0", "extra", 1.0), ("0", "text", 12.0), ("1", "text", 3.0)]
+
+
+def test_a_recrawls_not_modified_pages_count_as_pages() -> None:
+    stats = HiveStats([0], {0: 3})
+    stats.take(WorkerReport(0, 1, False, 0.0, 0.0, {"frontier/done/ok": 5,
+                                                      "frontier/done/not_modified": 4}))
+    assert stats.pages_this_start == 6
