@@ -6,10 +6,12 @@ file's CDXJ index beside it, hive.fetch.cdxj), or a request and a ``revisit``
 record when its whole payload was archived before (the worker's payload index,
 hive.fetch.revisits: looked up and filled here on the fetch threads, moved into
 the store by ``persist`` on the frontier thread); a recrawl's 304 becomes a request and
-a ``server-not-modified`` revisit of the prior crawl's capture. The sink is **required**: a
-record that cannot be written fails the fetch, so no page is done without its
-archive. It hands the sinks after it the exchange with its response record's ID
-(``Exchange.record_id``). ``build``, its factory, is named in ``outputs.sinks`` by default and
+a ``server-not-modified`` revisit of the prior crawl's capture, and a recrawl's 200 whose
+payload the prior crawl archived an ``identical-payload-digest`` revisit of it. The sink
+is **required**: a record that cannot be written fails the fetch, so no page is done
+without its archive. It hands the sinks after it the exchange with its response record's
+ID (``Exchange.record_id``). ``build``, its factory, is named in ``outputs.sinks`` by
+default and
 makes nothing when ``warc.enabled`` is false.
 """
 
@@ -24,6 +26,7 @@ from hive.core.prior import Prior
 from hive.fetch.revisits import PayloadIndex
 from hive.fetch.sinks import Exchange, Sink, SinkContext
 from hive.fetch.warc import NOT_MODIFIED_PROFILE, Original, WarcWriter
+from hive.fetch.warc_records import digest_text
 
 
 def warcinfo_fields(cfg: Config) -> list[tuple[str, str]]:
@@ -62,6 +65,11 @@ class WarcSink(Sink):
         sha1 = hashlib.sha1(body).digest()
         indexed = index is not None and truncated is None and len(body) >= index.min_bytes
         original = index.find(sha1) if index is not None and indexed else None
+        known = original is not None
+        if (not known and indexed and prior is not None and prior.date
+                and prior.digest == digest_text(sha1)):
+            # A recrawl's page whose payload the prior crawl archived: a revisit of that.
+            original = Original(prior.original_uri, prior.date, prior.record_id)
         where = self.writer.write_exchange(
             url=exchange.url, ip=exchange.address, request=exchange.request,
             status_line=exchange.status_line, response_headers=exchange.headers,
@@ -72,6 +80,8 @@ class WarcSink(Sink):
             if original is None:
                 index.archived(sha1, Original(exchange.url, where.date, where.record_id))
             else:
+                if not known:  # later repeats of it refer to the prior capture too
+                    index.archived(sha1, original)
                 index.revisited(len(body))
         return exchange._replace(record_id=where.record_id)
 

@@ -220,6 +220,10 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
         "<!DOCTYPE html><html><head><title>New</title></head><body>A new page.</body></html>")
     for path in deleted:
         (site.root / path.lstrip("/")).unlink()
+    # One page touched, not changed: a new ETag and time, the same payload.
+    touched = others[1]
+    stat = (site.root / touched.lstrip("/")).stat()
+    os.utime(site.root / touched.lstrip("/"), (stat.st_atime, stat.st_mtime + 60))
 
     crawl2 = start(site, tmp_path, "crawl2", "--recrawl-from", str(crawl1))
     second = site.hits()[len(first):]
@@ -231,12 +235,12 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
         hit = asked[path]
         assert hit["inm"] == had[path]["etag"], (path, hit)
         assert hit["ims"] == had[path]["lm"], (path, hit)
-        expected = 200 if path in edited else 404 if path in deleted else 304
+        expected = 200 if path in edited + [touched] else 404 if path in deleted else 304
         assert hit["status"] == expected, (path, hit["status"], expected)
     new = asked["/tutorial/whatsnew-recrawl.html"]
     assert new["status"] == 200 and new["inm"] == "" and new["ims"] == ""
     unchanged = len(pages) - len(edited) - len(deleted)
-    assert sum(hit["status"] == 304 for hit in second) == unchanged
+    assert sum(hit["status"] == 304 for hit in second) == unchanged - 1
 
     # Polite: no overlap, the delay kept.
     requests = [Request(HOST, hit["path"], "GET", hit["status"], hit["start"], hit["end"],
@@ -254,6 +258,7 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
                       "gone": len(deleted), "moved": 0}, counts
     assert by_url[edited[1]]["evidence"] == "new_digest"
     assert by_url[deleted[0]]["evidence"] == "status"
+    assert (by_url[touched]["change"], by_url[touched]["evidence"]) == ("unchanged", "same_digest")
     hive("report", "--data", str(crawl2), "--out", str(tmp_path / "report.html"))
     page = (tmp_path / "report.html").read_text()
     assert "Changes since the prior crawls" in page
@@ -273,6 +278,11 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
     assert after["WARC-Refers-To-Date"] == before["WARC-Date"]
     assert after["WARC-Refers-To"] == before["WARC-Record-ID"]
     assert after["WARC-Payload-Digest"] == before["WARC-Payload-Digest"]
+    # A 200 of crawl1's payload is an identical-payload-digest revisit of crawl1's capture.
+    again = records(crawl2)[site.origin + touched]
+    assert again["WARC-Type"] == "revisit"
+    assert again["WARC-Profile"].endswith("/identical-payload-digest")
+    assert again["WARC-Refers-To"] == records(crawl1)[site.origin + touched]["WARC-Record-ID"]
     replay = replays(tmp_path / "pywb", pywb, [crawl1, crawl2])
     stamp = after["WARC-Date"].replace("-", "").replace(":", "").replace("T", "")[:14]
     assert get(f"{replay}/{stamp}id_/{url}") == (200, served[others[0]])
