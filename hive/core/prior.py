@@ -53,7 +53,8 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import IO, Any
 
 from hive.core.record import KINDS
@@ -100,30 +101,34 @@ class Prior:
 
     def encode(self) -> bytes:
         """Its plan line and store value: compact JSON of the fields not at their default."""
-        defaults = _DEFAULTS
-        fields = {k: v for k, v in asdict(self).items() if v != defaults.get(k)}
-        fields["url"] = self.url
-        return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
+        out: dict[str, Any] = {"url": self.url}
+        for name, default in _DEFAULTS.items():
+            value = getattr(self, name)
+            if value != default:
+                out[name] = value
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
     def decode(cls, data: bytes | str) -> Prior:
         """Inverse of encode; ValueError naming what is wrong."""
         try:
-            fields = json.loads(data)
+            found = json.loads(data)
         except ValueError as exc:
             raise ValueError(f"not JSON: {exc}") from None
-        if not isinstance(fields, dict) or not isinstance(fields.get("url"), str):
+        if not isinstance(found, dict) or not isinstance(found.get("url"), str):
             raise ValueError("not an object with a url")
-        unknown = set(fields) - set(_TYPES)
-        if unknown:
-            raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
-        for name, value in fields.items():
-            kind = _TYPES[name]
-            if kind is float and isinstance(value, int):
-                fields[name] = float(value)
-            elif not isinstance(value, kind) or isinstance(value, bool):
-                raise ValueError(f"{name}: expected {kind.__name__}, got {value!r}")
-        return cls(**fields)
+        types = _TYPES
+        for name, value in found.items():
+            kind = types.get(name)
+            if kind is None:
+                unknown = sorted(set(found) - set(types))
+                raise ValueError(f"unknown fields: {', '.join(unknown)}")
+            if type(value) is not kind:
+                if kind is float and type(value) is int:
+                    found[name] = float(value)
+                else:
+                    raise ValueError(f"{name}: expected {kind.__name__}, got {value!r}")
+        return cls(**found)
 
     @property
     def original_uri(self) -> str:
@@ -164,7 +169,8 @@ class Prior:
         return 1.0 - math.exp(-rate * max(now - self.last, 0.0))
 
 
-_DEFAULTS: dict[str, Any] = {k: v for k, v in asdict(Prior("")).items() if k != "url"}
+_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclass_fields(Prior) if f.name != "url"}
 _TYPES: dict[str, type] = {
     "url": str, "depth": int, "path": str, "via": str, "kind": str, "date": str,
     "record_id": str, "uri": str, "status": int, "digest": str, "location": str, "etag": str,
