@@ -14,7 +14,8 @@ which says what the prior crawls knew, so each line stands alone::
 the prior one), ``status`` (404 or 410 where there was a page, or the reverse),
 ``redirect`` (``location`` is the target), ``not_in_prior`` (a new URL). ``validators``
 are those the request was sent with; ``date`` is when this crawl's fetch started (its
-record's WARC-Date, to the second), ``prior_date`` that of the prior capture. A URL
+record's WARC-Date, to the crawl log's millisecond), ``prior_date`` the WARC-Date of the prior
+capture. A URL
 fetched more than once (a retry) has the line of its last fetch. Lines come sorted by
 URL; memory does not follow the crawl (a scratch SQLite database on disk).
 """
@@ -24,21 +25,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import IO
 
 from hive.core.prior import CHANGES, read_plan
+from hive.fetch.warc_records import warc_date
 from hive.report.lines import Skips, read_lines
 from hive.storage.datadir import DataDir
 
 CACHE_KIB = 64 << 10
-
-
-def iso(seconds: float) -> str:
-    """A time as a WARC-Date to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def write_changes(dd: DataDir, out: IO[str]) -> Counter[str]:
@@ -81,7 +77,7 @@ def _line(entry: dict[str, object], prior_text: str | None) -> dict[str, object]
     }
     if entry.get("location"):
         line["location"] = entry["location"]
-    line["date"] = iso(started)
+    line["date"] = warc_date(started)
     if prior_text is not None:
         prior = json.loads(prior_text)
         line["prior_status"] = prior.get("status")
