@@ -1,13 +1,14 @@
 """A recrawl at a real server: nginx serving a copy of python3-doc's tutorial, crawled, then
-changed (10 % of pages edited, two deleted, one added and linked from an edited one),
-then crawled again with ``--recrawl-from``.
+changed (10 % of pages edited, two deleted, one added and linked from an edited one, one
+made a redirect to it, one touched: a new time, the same bytes), then crawled again with
+``--recrawl-from``, and again from both crawls.
 
 Judged at the server, from nginx's access log, whose format here records the request's
 ``If-None-Match`` and ``If-Modified-Since``: the recrawl asks for every page the first
 crawl had, each conditional on the ETag and Last-Modified nginx gave it then; nginx
-answers 304 for the pages left alone, 200 for the edited ones, 404 for the deleted, and
-the added page is asked for unconditionally; no two requests overlap and none comes
-sooner than the delay. ``hive changes`` counts exactly what was done.
+answers 304 for the pages left alone, 200 for the edited ones, 404 for the deleted, 301
+for one made a redirect, and the added page is asked for unconditionally; no two requests
+overlap and none comes sooner than the delay. ``hive changes`` counts exactly what was done.
 
 Under ``CI=true`` a missing nginx or python3-doc fails the test (``.ci/run`` installs
 both); elsewhere it skips.
@@ -20,6 +21,8 @@ import json
 import os
 import pwd
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -64,12 +67,31 @@ class Site:
     def origin(self) -> str:
         return f"http://{HOST}:{self.port}"
 
+    @property
+    def redirects(self) -> Path:
+        return self.folder / "redirects.conf"
+
+    def redirect(self, path: str, target: str) -> None:
+        """Make ``path`` a 301 to ``target`` (nginx reloads its config on SIGHUP); return once
+        nginx answers so (asked with HEAD, which hive never sends)."""
+        assert self.process is not None
+        self.redirects.write_text(f"location = {path} {{ return 301 {target}; }}\n")
+        self.process.send_signal(signal.SIGHUP)
+
+        def moved() -> bool:
+            with socket.create_connection((ADDRESS, self.port), timeout=5) as sock:
+                sock.sendall(f"HEAD {path} HTTP/1.0\r\nHost: {HOST}\r\n\r\n".encode())
+                return sock.recv(64).startswith(b"HTTP/1.1 301")
+
+        assert wait_for(moved, timeout=20), "nginx did not reload"
+
     def start(self) -> None:
         binary = nginx_binary()
         self.port = free_ports(1)[0]
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
         temp = self.folder / "temp"
         temp.mkdir(exist_ok=True)
+        self.redirects.write_text("")
         conf = self.folder / "nginx.conf"
         conf.write_text(
             f"{user}worker_processes 1;\ndaemon off;\npid {self.folder / 'nginx.pid'};\n"
@@ -80,7 +102,7 @@ class Site:
             + f"    log_format recrawl escape=json '{LOG_FORMAT}';\n"
             f"    access_log {self.log} recrawl;\n"
             f"    server {{ listen {ADDRESS}:{self.port}; server_name {HOST}; "
-            f"root {self.root}; }}\n}}\n"
+            f"root {self.root}; include {self.redirects}; }}\n}}\n"
         )
         self.process = subprocess.Popen(
             [binary, "-p", str(self.folder), "-c", str(conf), "-e", str(self.folder / "e.log")],
@@ -97,10 +119,11 @@ class Site:
         out = []
         for line in self.log.read_text().splitlines():
             hit = json.loads(line)
-            hit["path"] = hit["request"].split(" ")[1]
+            hit["method"], hit["path"] = hit["request"].split(" ")[:2]
             hit["end"] = float(hit["msec"])
             hit["start"] = hit["end"] - float(hit["request_time"])
-            out.append(hit)
+            if hit["method"] == "GET":
+                out.append(hit)
         return out
 
 
@@ -137,7 +160,7 @@ def start(site: Site, tmp: Path, name: str, *extra: str) -> Path:
     with out.open("w") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "cli", "--config", str(write_config(cfg, tmp / "hive.toml")),
-             "start", "--procs", "1", "--data", str(data), "--seeds", str(seeds), "--quiet",
+             "start", "--procs", "2", "--data", str(data), "--seeds", str(seeds), "--quiet",
              *extra],
             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stdout=sink,
             stderr=subprocess.STDOUT, start_new_session=True)
@@ -220,6 +243,9 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
         "<!DOCTYPE html><html><head><title>New</title></head><body>A new page.</body></html>")
     for path in deleted:
         (site.root / path.lstrip("/")).unlink()
+    # One page moved: a redirect to the new page.
+    moved = others[9]
+    site.redirect(moved, "/tutorial/whatsnew-recrawl.html")
     # One page touched, not changed: a new ETag and time, the same payload.
     touched = others[1]
     stat = (site.root / touched.lstrip("/")).stat()
@@ -235,11 +261,12 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
         hit = asked[path]
         assert hit["inm"] == had[path]["etag"], (path, hit)
         assert hit["ims"] == had[path]["lm"], (path, hit)
-        expected = 200 if path in edited + [touched] else 404 if path in deleted else 304
+        expected = (200 if path in edited + [touched] else 404 if path in deleted
+                    else 301 if path == moved else 304)
         assert hit["status"] == expected, (path, hit["status"], expected)
     new = asked["/tutorial/whatsnew-recrawl.html"]
     assert new["status"] == 200 and new["inm"] == "" and new["ims"] == ""
-    unchanged = len(pages) - len(edited) - len(deleted)
+    unchanged = len(pages) - len(edited) - len(deleted) - 1
     assert sum(hit["status"] == 304 for hit in second) == unchanged - 1
 
     # Polite: no overlap, the delay kept.
@@ -255,7 +282,8 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
     counts = {change: sum(line["change"] == change for line in lines)
               for change in ("new", "changed", "unchanged", "gone", "moved")}
     assert counts == {"new": 1, "changed": len(edited), "unchanged": unchanged,
-                      "gone": len(deleted), "moved": 0}, counts
+                      "gone": len(deleted), "moved": 1}, counts
+    assert by_url[moved]["location"] == f"{site.origin}/tutorial/whatsnew-recrawl.html"
     assert by_url[edited[1]]["evidence"] == "new_digest"
     assert by_url[deleted[0]]["evidence"] == "status"
     assert (by_url[touched]["change"], by_url[touched]["evidence"]) == ("unchanged", "same_digest")
@@ -287,9 +315,10 @@ def test_a_recrawl_asks_conditionally_and_counts_what_changed(
     stamp = after["WARC-Date"].replace("-", "").replace(":", "").replace("T", "")[:14]
     assert get(f"{replay}/{stamp}id_/{url}") == (200, served[others[0]])
 
-    # A recrawl of the recrawl: its plan keeps each page's history (crawl1's capture, then
+    # A recrawl from both: its plan keeps each page's history (crawl1's capture, then
     # crawl2's) and the validators nginx gave crawl2, so the edited pages are 304 now.
-    crawl3 = start(site, tmp_path, "crawl3", "--recrawl-from", str(crawl2))
+    crawl3 = start(site, tmp_path, "crawl3", "--recrawl-from", str(crawl1), "--recrawl-from",
+                   str(crawl2))
     plan = {Prior.decode(line).url.removeprefix(site.origin): Prior.decode(line)
             for line in (crawl3 / "recrawl.jsonl").read_bytes().splitlines()}
     assert (plan[edited[1]].seen, plan[edited[1]].changed) == (2, 1)
