@@ -11,18 +11,25 @@ the URL at its depth and hop path, at the level ``recrawl.order`` gives it
 entry back (``load``, a read transaction of its own, as the payload index's look-up) to
 send the URL's validators and tell what changed.
 
-Seeding is once per version of the file (its path, size and time, in ``meta``): a
-restart does not read it again, and a kill before the mark reads it again, which is
-harmless (admission is idempotent, an entry is put again whole).
+The plan is read a batch of lines a turn of the worker's frontier thread (``step``), not
+all at once: a plan of millions of URLs would hold the worker for minutes, unreporting
+(the supervisor kills a worker silent for ``hive.hung_after``), and its fetches start
+meanwhile (a URL admitted later still goes ahead of those of lower levels not fetched yet).
+Each batch commits with the place the reading reached in this version of the file (its
+path, size and time, in ``meta``): a restart goes on from there, and a kill between two
+commits reads the last batch again, which is harmless (admission is idempotent, an entry
+is put again whole). The worker is not idle while a plan is being read, so the batch does
+not end before it is.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import struct
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from hive.config import Config
 from hive.core.prior import Prior, read_plan
@@ -36,10 +43,15 @@ from hive.storage.store import Store
 
 log = logging.getLogger(__name__)
 
-# URLs admitted and committed at a time while seeding; the first NAMED malformed lines are
-# logged with their numbers (the rest counted).
-PLAN_BATCH = 5000
+# Lines read a turn of the frontier thread (their URLs admitted and committed with the place
+# reached): about 0.1 s of it, so the worker reports, leases and applies outcomes meanwhile,
+# and a plan of millions of lines never holds it past hive.hung_after. The first NAMED
+# malformed lines are logged with their numbers (the rest counted).
+PLAN_BATCH = 2000
 NAMED = 10
+# The place reached in a version of the plan (``meta`` ``recrawl_from``, after its mark):
+# byte offset, lines read, read whole.
+_PLACE = struct.Struct(">QQ?")
 
 
 def prior_key(url: str) -> bytes:
@@ -48,12 +60,19 @@ def prior_key(url: str) -> bytes:
 
 
 class Plan:
-    """One worker's side of a recrawl's plan (see the module docstring)."""
+    """One worker's side of a recrawl's plan at ``path`` (see the module docstring)."""
 
-    def __init__(self, store: Store, cfg: Config) -> None:
+    def __init__(self, store: Store, cfg: Config, path: Path) -> None:
         self.store = store
+        self.path = path
         self.levels = cfg.frontier.levels
         self.by_rate = cfg.recrawl.order == "change_rate"
+        self.counts: Counter[str] = Counter()
+        self.done = False
+        self._file: IO[bytes] | None = None
+        self._mark = b""
+        self._size = 0
+        self._lines = 0
 
     def load(self, url: str) -> Prior | None:
         """For any thread: what the plan says of url (committed), if anything."""
@@ -68,48 +87,81 @@ class Plan:
         except ValueError:
             return None
 
-    def seed(self, path: Path, frontier: Frontier, owns: Callable[[str], bool]) -> Counter[str]:
-        """Queue the plan's URLs that ``owns`` accepts (the module docstring); the counts
-        (``recrawl/plan/...``). An unreadable file is logged, not fatal: the crawl goes on
+    def step(self, frontier: Frontier, owns: Callable[[str], bool], now: float,
+             lines: int = PLAN_BATCH) -> bool:
+        """Queue the URLs of the plan's next ``lines`` lines that ``owns`` accepts (the
+        module docstring) and commit them with the place the reading got to; True once the
+        plan is read whole. An unreadable file is logged, not fatal: the crawl goes on
         without it."""
-        counts: Counter[str] = Counter()
+        if self.done:
+            return True
         try:
-            stat = path.stat()
+            f = self._file if self._file is not None else self._open()
+            batch: list[UrlRecord] = []
+            if f is not None:
+                batch = self._read(f, owns, now, lines)
+                offset = f.tell()
         except OSError as exc:
-            log.error("recrawl.plan: cannot read %s: %s", path, exc)
-            return counts
-        mark = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()
-        if self.store.get("meta", META_RECRAWL_FROM) == mark:
-            return counts
-        now = time.time()
-        batch: list[UrlRecord] = []
-        try:
-            with path.open("rb") as f:
-                for number, prior, why in read_plan(f):
-                    if prior is None:
-                        counts[f"recrawl/plan/malformed/{why}"] += 1
-                        if counts["recrawl/plan/malformed"] < NAMED:
-                            log.warning("%s:%d: line skipped, %s", path, number, why)
-                        counts["recrawl/plan/malformed"] += 1
-                        continue
-                    if not owns(prior.url):
-                        continue
-                    self.store.put("prior", prior_key(prior.url), prior.encode())
-                    hint = (change_level(prior.change_probability(now), self.levels)
-                            if self.by_rate else 0)
-                    batch.append(UrlRecord(prior.url, host_key(prior.url), prior.depth,
-                                           prior.via, 0, 0, hint, prior.kind, prior.path))
-                    counts["recrawl/plan/queued"] += 1
-                    if len(batch) >= PLAN_BATCH:
-                        frontier.admit(batch, now)
-                        frontier.commit(now)
-                        batch = []
-        except OSError as exc:
-            log.error("recrawl.plan: cannot read %s: %s", path, exc)
-            return counts
+            log.error("recrawl.plan: cannot read %s: %s", self.path, exc)
+            f = None
+        if f is None:
+            self.close()
+            self.done = True
+            return True
+        at_end = offset >= self._size
         frontier.admit(batch, now)
-        self.store.put("meta", META_RECRAWL_FROM, mark)
+        self.store.put("meta", META_RECRAWL_FROM,
+                       self._mark + _PLACE.pack(offset, self._lines, at_end))
         frontier.commit(now)
-        log.info("recrawl plan %s: %d URLs of this worker queued", path,
-                 counts["recrawl/plan/queued"])
-        return counts
+        if at_end:
+            log.info("recrawl plan %s read: %d URLs of this worker queued", self.path,
+                     self.counts["recrawl/plan/queued"])
+            self.close()
+            self.done = True
+        return self.done
+
+    def _open(self) -> IO[bytes] | None:
+        """The plan, at where an earlier start got to in this version of it; None if it
+        was read whole."""
+        stat = self.path.stat()
+        self._size = stat.st_size
+        self._mark = f"{self.path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode()
+        held = self.store.get("meta", META_RECRAWL_FROM) or b""
+        offset = 0
+        if held.startswith(self._mark) and len(held) == len(self._mark) + _PLACE.size:
+            offset, self._lines, at_end = _PLACE.unpack(held[len(self._mark):])
+            if at_end:
+                return None
+        f = self.path.open("rb")
+        f.seek(offset)
+        self._file = f
+        return f
+
+    def _read(self, f: IO[bytes], owns: Callable[[str], bool], now: float,
+              lines: int) -> list[UrlRecord]:
+        """The records of the next ``lines`` lines' URLs that ``owns`` accepts, each line's
+        Prior put in ``prior``."""
+        batch: list[UrlRecord] = []
+        counts, first = self.counts, self._lines
+        for number, prior, why in read_plan(f):
+            self._lines = first + number
+            if prior is None:
+                counts[f"recrawl/plan/malformed/{why}"] += 1
+                if counts["recrawl/plan/malformed"] < NAMED:
+                    log.warning("%s:%d: line skipped, %s", self.path, self._lines, why)
+                counts["recrawl/plan/malformed"] += 1
+            elif owns(prior.url):
+                self.store.put("prior", prior_key(prior.url), prior.encode())
+                hint = (change_level(prior.change_probability(now), self.levels)
+                        if self.by_rate else 0)
+                batch.append(UrlRecord(prior.url, host_key(prior.url), prior.depth,
+                                       prior.via, 0, 0, hint, prior.kind, prior.path))
+                counts["recrawl/plan/queued"] += 1
+            if number >= lines:
+                break
+        return batch
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

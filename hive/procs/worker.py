@@ -138,7 +138,8 @@ class Worker:
                                     known=self.frontier.store.keys("payloads"))
             if cfg.warc.dedup_from:
                 self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
-        self.plan = Plan(self.frontier.store, cfg) if cfg.recrawl.plan else None
+        self.plan = (Plan(self.frontier.store, cfg, Path(cfg.recrawl.plan)) if cfg.recrawl.plan
+                     else None)
         self.sinks = Sinks.from_config(
             SinkContext(cfg, name, warc_dir or directory / "warc", payloads))
         # The fetch room's two sides: the gate on this (the frontier) thread, the pipeline
@@ -156,8 +157,6 @@ class Worker:
         )
         self.on_links: LinkSink = on_links or self._admit_links
         self.counts: Counter[str] = Counter()
-        if self.plan is not None:
-            self.counts.update(self.plan.seed(Path(cfg.recrawl.plan), self.frontier, self._owns))
         self.fetch_times = FetchTimes()
         self.host_view = HostView(self.frontier, cfg.hive.status_hosts)
         self.delayed: dict[str, tuple[str, int | None]] = {}
@@ -255,6 +254,8 @@ class Worker:
         if self.disk_error:
             raise StoreError(self.disk_error)
         self._apply_results(now)
+        if self.plan is not None and not self.plan.done:
+            self.plan.step(self.frontier, self._owns, now)
         dispatch: list[Job] = []
         wake_at: float | None = None
         while not self.stopping and self.in_flight + len(dispatch) < self.max_leases:
@@ -461,7 +462,8 @@ class Worker:
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0 and self.frontier.pending == 0 and self._results.empty()
+        return (self.in_flight == 0 and self.frontier.pending == 0 and self._results.empty()
+                and (self.plan is None or self.plan.done))
 
     def run_until_idle(self, timeout: float) -> bool:
         """Crawl until nothing is pending or in flight; False if ``timeout`` came first."""
@@ -498,6 +500,8 @@ class Worker:
         if busy:
             log.warning("%d fetch threads still busy at close; their results are dropped and "
                         "their URLs stay pending", busy)
+        if self.plan is not None:
+            self.plan.close()
         self.frontier.close(time.time())
         self.crawl_log.close()
         self.sinks.close()
@@ -512,6 +516,8 @@ class Worker:
         out.update(self.pipeline.stats())
         out.update(self.sinks.stats())
         out.update(self.counts)
+        if self.plan is not None:
+            out.update(self.plan.counts)
         out["worker/in_flight"] = self.in_flight
         out["links/recent_bytes"] = self.recent.held_bytes
         out.update(self.wait_stats())

@@ -1,6 +1,6 @@
 """A recrawl's plan at a worker (hive.procs.plan): its URLs queued at their depth, hop path
 and change level, what it says of each kept for the fetch, malformed lines counted and
-logged, and the plan read once."""
+logged, the plan read a batch a turn, once, and on from where a restart left it."""
 
 from __future__ import annotations
 
@@ -51,14 +51,28 @@ def start(tmp_path: Path, plan: Path, order: str = "change_rate") -> Worker:
     return Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
 
 
+def read(worker: Worker, lines: int = 2) -> int:
+    """Read the worker's plan to its end, ``lines`` a step, as its turns do; the steps."""
+    assert worker.plan is not None
+    steps = 0
+    while not worker.plan.step(worker.frontier, lambda url: True, time.time(), lines):
+        steps += 1
+        assert steps < 100
+    return steps + 1
+
+
 def test_a_plan_queues_its_urls_by_change_rate_and_keeps_their_priors(tmp_path: Path) -> None:
     plan = tmp_path / "recrawl.jsonl"
     priors = a_plan(plan)
     worker = start(tmp_path, plan)
     try:
-        assert worker.counts["recrawl/plan/queued"] == 4
-        assert worker.counts["recrawl/plan/malformed"] == 2
-        assert worker.counts["recrawl/plan/malformed/fields"] == 2
+        assert not worker.idle  # a plan not read yet is work to do
+        assert read(worker) == 3  # six lines, two a step
+        assert worker.plan is not None and worker.plan.done
+        stats = worker.stats()
+        assert stats["recrawl/plan/queued"] == 4
+        assert stats["recrawl/plan/malformed"] == 2
+        assert stats["recrawl/plan/malformed/fields"] == 2
         found = queued(worker)
         levels = {url: level for url, (level, _) in found.items()}
         assert levels["http://a.test/often"] < levels["http://a.test/once"] < levels[
@@ -75,8 +89,29 @@ def test_a_plan_queues_its_urls_by_change_rate_and_keeps_their_priors(tmp_path: 
     # Read once: a restart queues nothing again.
     again = start(tmp_path, plan)
     try:
-        assert "recrawl/plan/queued" not in again.counts
+        assert read(again) == 1
+        assert "recrawl/plan/queued" not in again.stats()
         assert len(queued(again)) == 4
+    finally:
+        again.close()
+
+
+def test_a_restart_goes_on_reading_where_the_last_commit_left(tmp_path: Path) -> None:
+    plan = tmp_path / "recrawl.jsonl"
+    a_plan(plan)
+    worker = start(tmp_path, plan)
+    try:
+        assert worker.plan is not None
+        assert not worker.plan.step(worker.frontier, lambda url: True, time.time(), 3)
+        assert worker.stats()["recrawl/plan/queued"] == 2
+    finally:
+        worker.close()
+    again = start(tmp_path, plan)
+    try:
+        read(again)
+        stats = again.stats()
+        assert stats["recrawl/plan/queued"] == 2 and stats["recrawl/plan/malformed"] == 1
+        assert set(queued(again)) == {p.url for p in a_plan(tmp_path / "copy.jsonl")}
     finally:
         again.close()
 
@@ -86,6 +121,7 @@ def test_plain_order_queues_planned_urls_as_first_found(tmp_path: Path) -> None:
     a_plan(plan)
     worker = start(tmp_path, plan, order="plain")
     try:
+        read(worker)
         levels = {url: level for url, (level, _) in queued(worker).items()}
         # The default prioritizer's: 1 + depth.
         assert levels["http://a.test/often"] == levels["http://a.test/once"] == 2
