@@ -16,8 +16,8 @@ hosts from it (hive.procs.plan). Where the facts come from:
   it was fetched as (a sitemap or feed by its outcome).
 * **From its record's heads** (hive.export.records): the WARC-Date and record ID of the
   capture that holds its payload (a revisit's: the original it refers to), its payload
-  digest, its HTTP head (cut at MAX_HEAD bytes: past that none is kept) and the
-  validators in it (``ETag``, ``Last-Modified``).
+  digest, its HTTP head (past MAX_HEAD bytes none is kept) and the validators in it
+  (``ETag``, ``Last-Modified``; past MAX_VALIDATOR bytes, not kept nor sent).
 * **Its history**, when several crawls are given (oldest first, newest last): each crawl
   that captured the URL is one observation; two in a row with another payload digest or
   status are one change; ``span`` runs from the first to the last. The oldest crawl's own
@@ -47,6 +47,9 @@ from hive.storage.datadir import DataDir
 
 # A prior head longer than this is not kept (a 304's revisit then keeps the 304's own).
 MAX_HEAD = 8 << 10
+# A validator longer than this is not kept (nor sent): real ones are tens of bytes, and a
+# server's request-header limit is a few KB.
+MAX_VALIDATOR = 1024
 # The scratch database's page cache, in KiB.
 CACHE_KIB = 64 << 10
 _ROBOTS_OUTCOMES = ("robots_ok", "robots_stale", "robots_retry")
@@ -175,8 +178,13 @@ def _prior(row: captures.Row, record: records.Record) -> Prior:
         status=row.status or 0,
         digest=f"sha1:{row.digest}" if row.digest else "",
         location=row.redirect or "",
-        etag=http.get("etag", ""), last_modified=http.get("last-modified", ""),
+        etag=_validator(http.get("etag", "")),
+        last_modified=_validator(http.get("last-modified", "")),
         head=head if len(head) <= MAX_HEAD else "",
         last=row.fetch_time or 0.0,
     )
 
+
+
+def _validator(value: str) -> str:
+    return value if len(value) <= MAX_VALIDATOR else ""
