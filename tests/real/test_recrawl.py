@@ -16,7 +16,6 @@ both); elsewhere it skips.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import pwd
@@ -85,9 +84,25 @@ class Site:
 
         assert wait_for(moved, timeout=20), "nginx did not reload"
 
-    def start(self) -> None:
+    def start(self, tries: int = 3) -> None:
+        """Start on a free port; another process may take it between the probe and nginx's
+        bind, so a start whose nginx exits is tried again on another."""
+        for _ in range(tries):
+            self.process = self._launch(free_ports(1)[0])
+            if wait_for(self._up, timeout=20) == "up":
+                return
+        raise AssertionError(f"nginx did not start: {(self.folder / 'e.log').read_text()}")
+
+    def _up(self) -> str | None:
+        """"exited" if nginx did, "up" once it listens, None while neither."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            return "exited"
+        return "up" if listening(self.port) else None
+
+    def _launch(self, port: int) -> subprocess.Popen[bytes]:
         binary = nginx_binary()
-        self.port = free_ports(1)[0]
+        self.port = port
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
         temp = self.folder / "temp"
         temp.mkdir(exist_ok=True)
@@ -104,11 +119,10 @@ class Site:
             f"    server {{ listen {ADDRESS}:{self.port}; server_name {HOST}; "
             f"root {self.root}; include {self.redirects}; }}\n}}\n"
         )
-        self.process = subprocess.Popen(
+        return subprocess.Popen(
             [binary, "-p", str(self.folder), "-c", str(conf), "-e", str(self.folder / "e.log")],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        assert wait_for(functools.partial(listening, self.port), timeout=20), "nginx did not start"
 
     def stop(self) -> None:
         if self.process is not None:
