@@ -11,8 +11,7 @@ payload the prior crawl archived an ``identical-payload-digest`` revisit of it. 
 is **required**: a record that cannot be written fails the fetch, so no page is done
 without its archive. It hands the sinks after it the exchange with its response record's
 ID (``Exchange.record_id``). ``build``, its factory, is named in ``outputs.sinks`` by
-default and
-makes nothing when ``warc.enabled`` is false.
+default and makes nothing when ``warc.enabled`` is false.
 """
 
 from __future__ import annotations
