@@ -19,7 +19,8 @@ hive/storage/schema.py) and reads again when the URL is fetched. A ``Prior`` hol
 payload digest, the same status or redirect target), ``changed`` (a new digest, a
 success where it failed), ``moved`` (a redirect to another target, or one where it had a
 page), ``gone`` (404 or 410 where it had a page or a redirect); a URL without a prior is
-``new``. Other statuses (429, 5xx) and failures say nothing of the page: no change.
+``new`` if it answers a page or a redirect (a new dead link is no change). Other
+statuses (429, 5xx) and failures say nothing of the page: no change.
 
 **A 304 archived** (``refreshed_head``): its revisit record's block is the head a cache
 holds after validating the stored response (RFC 9111 section 4.3.4): the prior status
@@ -186,8 +187,9 @@ def classify(
     redirect's resolved ``location``), against the ``prior``; None if it says nothing."""
     if status is None:
         return None
-    if prior is None:
-        return NEW, NOT_IN_PRIOR
+    if prior is None:  # a new page, or a new redirect; a new dead link is none
+        return (NEW, NOT_IN_PRIOR) if 200 <= status < 300 or (
+            300 <= status < 400 and location) else None
     if status == 304:
         return UNCHANGED, NOT_MODIFIED
     had = prior.status

@@ -60,6 +60,8 @@ def test_conditional_lines_send_the_validators_and_never_a_control_character() -
 
 @pytest.mark.parametrize(("prior", "status", "digest", "location", "expected"), [
     (None, 200, "", None, (NEW, "not_in_prior")),
+    (None, 301, "", "http://a.test/q", (NEW, "not_in_prior")),
+    (None, 404, "", None, None),
     (PAGE, 304, "", None, (UNCHANGED, "304")),
     (PAGE, 200, "sha1:AAA", None, (UNCHANGED, "same_digest")),
     (PAGE, 200, "sha1:BBB", None, (CHANGED, "new_digest")),
