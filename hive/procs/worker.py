@@ -20,7 +20,9 @@ fetch, the sinks with the WARC first, links, scope) and queues its ``Fetched``
 for the frontier thread; a bug in a fetch becomes an ``error`` outcome, never a
 dead thread or a lost lease. The payload
 index (hive.fetch.revisits) is the one part of the store a fetch thread reads,
-through its own read transactions; the frontier thread writes it.
+through its own read transactions; the frontier thread writes it. So is a recrawl's
+``prior`` database (hive.procs.plan), which the frontier thread fills from the plan a batch
+of lines a turn, before it leases.
 """
 
 from __future__ import annotations
