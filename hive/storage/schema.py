@@ -63,8 +63,9 @@ it names: seeding takes only those, and a resize moves them (hive/procs/resize.p
 ``prior`` holds one entry per URL of a recrawl's plan whose host the worker owns
 (``hive start --recrawl-from``, hive/procs/worker.py), keyed as in ``urls``; a fetch
 thread reads it to send the URL's validators and to tell what changed. It is written
-once, when the worker first opens the plan, and not moved by a resize (a moved URL is
-fetched whole and counted ``new``).
+as the worker reads the plan (``meta`` ``recrawl_from``: how far); a resize does not
+move it but clears how far every worker read, so each reads the plan again under the
+new ring and puts the entries of the URLs it now owns (hive/procs/resize.py).
 
 ``host_hash`` in a key is the hash (hive.core.urls.host_hash) of a politeness key
 (hive.core.keys; today the host key); the ``robots`` cache is keyed by the host key.

@@ -10,8 +10,12 @@ from pathlib import Path
 from hive import config
 from hive.core.prior import Prior
 from hive.core.record import UrlRecord
+from hive.core.ring import Ring
+from hive.core.urls import host_key
 from hive.frontier.priority import change_level
+from hive.procs.resize import resize
 from hive.procs.worker import Worker
+from hive.storage.datadir import DataDir
 
 DAY = 86400.0
 
@@ -55,7 +59,7 @@ def read(worker: Worker, lines: int = 2) -> int:
     """Read the worker's plan to its end, ``lines`` a step, as its turns do; the steps."""
     assert worker.plan is not None
     steps = 0
-    while not worker.plan.step(worker.frontier, lambda url: True, time.time(), lines):
+    while not worker.plan.step(worker.frontier, worker._owns, time.time(), lines):
         steps += 1
         assert steps < 100
     return steps + 1
@@ -102,7 +106,7 @@ def test_a_restart_goes_on_reading_where_the_last_commit_left(tmp_path: Path) ->
     worker = start(tmp_path, plan)
     try:
         assert worker.plan is not None
-        assert not worker.plan.step(worker.frontier, lambda url: True, time.time(), 3)
+        assert not worker.plan.step(worker.frontier, worker._owns, time.time(), 3)
         assert worker.stats()["recrawl/plan/queued"] == 2
     finally:
         worker.close()
@@ -126,5 +130,38 @@ def test_plain_order_queues_planned_urls_as_first_found(tmp_path: Path) -> None:
         # The default prioritizer's: 1 + depth.
         assert levels["http://a.test/often"] == levels["http://a.test/once"] == 2
         assert levels["http://a.test/never"] == 3
+    finally:
+        worker.close()
+
+
+def test_after_a_resize_every_worker_reads_the_plan_again_for_its_hosts(tmp_path: Path) -> None:
+    """A plan read by two workers, then the hive shrunk to one: the one left queues, and
+    keeps the priors of, the planned URLs of the hosts it took over (their priors were in
+    the store the resize retired)."""
+    plan = tmp_path / "recrawl.jsonl"
+    urls = [f"http://h{i}.test/p" for i in range(12)]
+    plan.write_bytes(b"".join(Prior(url).encode() + b"\n" for url in urls))
+    data = tmp_path / "data"
+    dd = DataDir(data)
+    cfg = config.load(environ={}).replace(recrawl={"plan": str(plan)}, fetch={"threads": 1})
+    two = Ring(2, cfg.hive.vnodes, cfg.hive.ring_seed)
+    for i in (0, 1):
+        worker = Worker(cfg, dd.worker(i), worker_id=i, ring=two, log_dir=tmp_path)
+        try:
+            read(worker)
+            assert worker.plan is not None
+            mine = [url for url in urls if two.owner(host_key(url)) == i]
+            assert mine and all(worker.plan.load(url) == Prior(url) for url in mine)
+        finally:
+            worker.close()
+    dd.update_state(ring=two.params, procs=2)
+    resize(data, cfg, 1)
+    one = Ring(1, cfg.hive.vnodes, cfg.hive.ring_seed)
+    worker = Worker(cfg, dd.worker(0), worker_id=0, ring=one, log_dir=tmp_path)
+    try:
+        assert worker.plan is not None
+        read(worker)
+        assert [url for url in urls if worker.plan.load(url) != Prior(url)] == []
+        assert worker.frontier.pending == len(urls)
     finally:
         worker.close()
