@@ -50,8 +50,10 @@ payloads    SHA-1 of a payload (20)              its first record: WARC-Date ``\
 meta        ``dedup_from``                       the CDXJ ``payloads`` was seeded from  worker
                                                  (hive.fetch.revisits)                  (revisits)
 prior       host_hash(8) url_hash(8)             a Prior (hive.core.prior): what the    worker
-                                                 prior crawls knew of the URL           (recrawl)
-meta        ``recrawl_from``                     the plan ``prior`` was seeded from     worker
+                                                 prior crawls knew of the URL           (plan)
+meta        ``recrawl_from``                     the plan read into ``prior`` and how   worker
+                                                 far: offset, lines, whole              (plan),
+                                                 (hive.procs.plan)                      resize
 ==========  ===================================  =====================================  ===========
 
 ``payloads`` holds one entry per distinct payload this worker archived whole
