@@ -20,6 +20,12 @@ links routed per CPU-second each way and the projected pages/s limit for 16 and
 of a worker's CPU per page without routing (bench_crawl.py's figure)::
 
     python bench/bench_routing.py [--workers 16] [--batches 400] [--batch 500]
+        [--ring-key domain|host] [--hosts 20000]
+
+``--ring-key`` is the ring's scheme (hive.core.keys): ``domain`` places a host by its
+registered domain (hosts are named ``h<n>.d<n/4>.com``: four a domain), looked up once
+per host while the ring's memo holds it; more ``--hosts`` than the memo (100,000) makes
+every look-up a miss, the worst case.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import psutil
 import zmq
 
 from hive.core import wire
+from hive.core.keys import DOMAIN, SCHEMES
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.procs.endpoints import Endpoints, pull, push
@@ -43,12 +50,14 @@ from hive.procs.splitter import Splitter
 
 
 def make_batches(count: int, size: int, hosts: int) -> list[bytes]:
-    """Records frames as an outbox holds them: links of many hosts, a few per host."""
+    """Records frames as an outbox holds them: links of many hosts, a few per host, four
+    hosts a registered domain."""
     frames = []
     for b in range(count):
         records = []
         for i in range(size):
-            host = f"h{(b * size + i * 7) % hosts}.example.test"
+            n = (b * size + i * 7) % hosts
+            host = f"h{n}.d{n // 4}.com"
             records.append(UrlRecord(f"http://{host}/p/{b}/{i}.html", host, 3,
                                      via=f"http://{host}/"))
         frames.append(wire.encode_records(records))
@@ -82,19 +91,20 @@ def sink(run_dir: str, workers: int, expect: int, done: Connection) -> None:
     ctx.term()
 
 
-def splitter_process(run_dir: str, workers: int, stop: Connection) -> None:
-    role = Splitter(Endpoints(Path(run_dir)), Ring(workers), overflow=1_000_000)
+def splitter_process(run_dir: str, ring: dict[str, int | str], stop: Connection) -> None:
+    role = Splitter(Endpoints(Path(run_dir)), Ring.from_params(ring), overflow=1_000_000)
     role.open()
     while not stop.poll(0):
         role.wait(role.loop_once(time.time()))
     role.close()
 
 
-def routed_by_splitter(run_dir: Path, workers: int, frames: list[bytes], links: int) -> float:
+def routed_by_splitter(run_dir: Path, ring: Ring, frames: list[bytes], links: int) -> float:
     """Links per CPU-second of a real splitter process."""
+    workers = ring.procs
     stop_here, stop_there = multiprocessing.Pipe()
     split = multiprocessing.Process(target=splitter_process,
-                                    args=(str(run_dir), workers, stop_there))
+                                    args=(str(run_dir), ring.params, stop_there))
     split.start()
     done_here, done_there = multiprocessing.Pipe()
     drain = multiprocessing.Process(target=sink, args=(str(run_dir), workers, links, done_there))
@@ -119,14 +129,15 @@ def routed_by_splitter(run_dir: Path, workers: int, frames: list[bytes], links: 
     return links / cpu
 
 
-def routed_directly(run_dir: Path, workers: int, frames: list[bytes], links: int) -> float:
+def routed_directly(run_dir: Path, ring: Ring, frames: list[bytes], links: int) -> float:
     """Links per CPU-second of the routing a worker does itself, measured in its process."""
+    workers = ring.procs
     done_here, done_there = multiprocessing.Pipe()
     drain = multiprocessing.Process(target=sink, args=(str(run_dir), workers, links, done_there))
     drain.start()
     assert done_here.recv() == "ready"
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    router = Router(ctx, Endpoints(run_dir), Ring(workers), None, 1_000_000, "route")
+    router = Router(ctx, Endpoints(run_dir), ring, None, 1_000_000, "route")
     start = time.process_time()
     for seq, frame in enumerate(frames, 1):
         router.split(1, seq, wire.record_routes(frame))
@@ -149,6 +160,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="records a batch")
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ring-key", choices=SCHEMES, default=DOMAIN)
     parser.add_argument("--links-per-page", type=float, default=19.0,
                         help="links a page hands on to other workers")
     parser.add_argument("--page-cpu-ms", type=float, default=1.3,
@@ -161,10 +173,12 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, measure in (("splitter", routed_by_splitter), ("direct", routed_directly)):
             with tempfile.TemporaryDirectory(prefix="hive-route-", dir="/tmp") as run_dir:
-                best[name] = max(best[name], measure(Path(run_dir), args.workers, frames, links))
+                # A new ring each round: its memo of owners starts empty, as a worker's does.
+                ring = Ring(args.workers, key=args.ring_key)
+                best[name] = max(best[name], measure(Path(run_dir), ring, frames, links))
     per_page = args.links_per_page
-    print(f"{links} links in {args.batches} batches of {args.batch}, ring of {args.workers} "
-          f"workers, best of {args.rounds}:")
+    print(f"{links} links of {args.hosts} hosts in {args.batches} batches of {args.batch}, "
+          f"ring of {args.workers} workers by {args.ring_key}, best of {args.rounds}:")
     for name, rate in best.items():
         print(f"  {name:8s} {rate:10,.0f} links per CPU-second "
               f"({1e6 / rate:.2f} CPU-us a link)")

@@ -204,6 +204,7 @@ class HiveConfig:
     procs: int
     vnodes: int
     ring_seed: int
+    ring_key: str
     resend_after: float
     max_tries: int
     recent_links_mb: float
@@ -264,6 +265,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "log.level": ("debug", "info", "warning", "error"),
     "hive.transport": ("ipc", "tcp"),
     "hive.curve": ("auto", "always"),
+    "hive.ring_key": ("domain", "host"),
     "recrawl.order": ("change_rate", "plain"),
 }
 MINIMUM_ONE = {

@@ -18,6 +18,12 @@ worker. Policy:
 - Hashes are mmh3, never Python's ``hash()``, so every process, on every run,
   agrees. Changing the point or key formula moves every host of every existing
   data directory; tests pin known owners to catch that.
+- A ring places a host key by its **ring key** under the ring's ``key`` scheme
+  (hive.core.keys: ``"host"``, the host key, or ``"domain"``, its registered
+  domain), part of its params and so of ``hive.json``: params recorded without
+  one are a ring of before the scheme, ``"host"``. ``owner`` takes the host key;
+  its memo of owners is by host key, so the registered domain is computed once
+  per host while the memo holds it.
 - Keys are hashed as bytes (UTF-8, lone surrogates passed through): mmh3 5.x
   crashes the interpreter on a ``str`` holding a lone surrogate.
 """
@@ -28,6 +34,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 
 import mmh3
+
+from hive.core.keys import HOST, SCHEMES, ring_key
 
 DEFAULT_VNODES = 2048
 # Host keys whose owner a ring remembers (a look-up is a hash and a bisection, a remembered
@@ -47,15 +55,19 @@ def _check(name: str, value: object, low: int, high: int) -> int:
 
 
 class Ring:
-    """Maps host keys to worker indexes ``0..procs-1``; immutable once built (a memo of
-    owners aside, which only saves look-ups)."""
+    """Maps host keys (by their ring keys) to worker indexes ``0..procs-1``; immutable once
+    built (a memo of owners aside, which only saves look-ups)."""
 
-    __slots__ = ("procs", "vnodes", "seed", "_points", "_owners", "_memo")
+    __slots__ = ("procs", "vnodes", "seed", "key", "_points", "_owners", "_memo")
 
-    def __init__(self, procs: int, vnodes: int = DEFAULT_VNODES, seed: int = 0) -> None:
+    def __init__(self, procs: int, vnodes: int = DEFAULT_VNODES, seed: int = 0,
+                 key: str = HOST) -> None:
         self.procs = _check("procs", procs, 1, MAX_PROCS)
         self.vnodes = _check("vnodes", vnodes, 1, MAX_VNODES)
         self.seed = _check("seed", seed, 0, MAX_SEED)
+        if key not in SCHEMES:
+            raise ValueError(f"ring key: expected one of {', '.join(SCHEMES)}, got {key!r}")
+        self.key = key
         # Each point carries its worker in the low 16 bits, so one sort orders the
         # circle and breaks ties (two equal points) by worker index, the same in
         # every process.
@@ -70,26 +82,31 @@ class Ring:
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Ring:
-        """Rebuild a ring from ``params`` (as recorded in a data directory)."""
-        if set(params) != {"procs", "vnodes", "seed"}:
-            raise ValueError(f"ring params: expected procs, vnodes and seed, got {sorted(params)}")
+        """Rebuild a ring from ``params`` (as recorded in a data directory; without a
+        ``key``, as before the scheme was recorded: ``"host"``)."""
+        if not {"procs", "vnodes", "seed"} <= set(params) <= {"procs", "vnodes", "seed", "key"}:
+            raise ValueError(
+                f"ring params: expected procs, vnodes, seed (and key), got {sorted(params)}")
         procs = _check("procs", params["procs"], 1, MAX_PROCS)
         vnodes = _check("vnodes", params["vnodes"], 1, MAX_VNODES)
         seed = _check("seed", params["seed"], 0, MAX_SEED)
-        return cls(procs, vnodes, seed)
+        key = params.get("key", HOST)
+        if not isinstance(key, str):
+            raise ValueError(f"ring key: expected a string, got {key!r}")
+        return cls(procs, vnodes, seed, key)
 
     @property
-    def params(self) -> dict[str, int]:
+    def params(self) -> dict[str, int | str]:
         """What identifies this ring: record it, compare it, rebuild from it."""
-        return {"procs": self.procs, "vnodes": self.vnodes, "seed": self.seed}
+        return {"procs": self.procs, "vnodes": self.vnodes, "seed": self.seed, "key": self.key}
 
     def owner(self, host_key: str) -> int:
-        """The index of the worker that owns ``host_key``."""
+        """The index of the worker that owns ``host_key``: the owner of its ring key."""
         owner = self._memo.get(host_key)
         if owner is None:
             if len(self._memo) >= OWNER_MEMO:
                 self._memo.clear()
-            owner = self._memo[host_key] = self._place(host_key)
+            owner = self._memo[host_key] = self._place(ring_key(host_key, self.key))
         return owner
 
     def _place(self, host_key: str) -> int:
@@ -107,7 +124,8 @@ class Ring:
         return self.params == other.params
 
     def __hash__(self) -> int:
-        return hash((self.procs, self.vnodes, self.seed))
+        return hash((self.procs, self.vnodes, self.seed, self.key))
 
     def __repr__(self) -> str:
-        return f"Ring(procs={self.procs}, vnodes={self.vnodes}, seed={self.seed})"
+        return (f"Ring(procs={self.procs}, vnodes={self.vnodes}, seed={self.seed}, "
+                f"key={self.key!r})")

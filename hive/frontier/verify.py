@@ -71,7 +71,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive.core.keys import politeness_key, ring_key
+from hive.core.keys import politeness_key
 from hive.core.record import LISTED, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
@@ -518,7 +518,7 @@ class _Checker:
     def _ring(self, host_key: str) -> None:
         if self.owner is None:
             return
-        owner = self.owner(ring_key(host_key))
+        owner = self.owner(host_key)
         if owner != self.worker_id:
             self.report.add(
                 f"host {host_key} has pending URLs here (worker {self.worker_id})"

@@ -104,12 +104,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hive.config import Config
-from hive.core.keys import politeness_key, ring_key
+from hive.core.keys import HOST, politeness_key
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import host_hash, host_key
 from hive.core.wire import decode_records
-from hive.errors import HiveError, URLError
+from hive.errors import HiveError, StoreError, URLError
 from hive.fetch.revisits import decode as decode_payload
 from hive.frontier.hosts import HostState
 from hive.procs.lifecycle import Lock
@@ -237,13 +237,37 @@ def batches(
         yield batch
 
 
+def start_ring(cfg: Config, procs: int, previous: Mapping[str, Any] | None) -> Ring:
+    """The ring a start of ``procs`` workers runs with: the config's vnodes and seed, and
+    the ring-key scheme (hive.core.keys) the data directory was made with: the one the
+    previous ``hive.json`` records, ``"host"`` if it records none (a directory made before
+    the scheme was), ``hive.ring_key`` for a fresh directory. A scheme is never changed
+    after: it places every host."""
+    recorded = previous.get("ring") if previous is not None else None
+    if previous is None:
+        key = cfg.hive.ring_key
+    elif isinstance(recorded, Mapping):
+        key = recorded.get("key", HOST)
+    else:
+        raise StoreError("hive.json is damaged: it names no ring")
+    try:
+        return Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed, key)
+    except ValueError as exc:
+        raise StoreError(f"hive.json is damaged: {exc}") from exc
+
+
 def resize_if_changed(data_dir: Path, cfg: Config, procs: int,
                       previous: Mapping[str, Any] | None) -> Resize | None:
     """Resize before a start whose ring (``procs``, vnodes, seed) differs from the one the
     previous ``hive.json`` records; None on a fresh data directory or the same ring."""
-    ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
-    if previous is None or previous.get("ring") == ring.params:
+    if previous is None:
         return None
+    ring = start_ring(cfg, procs, previous)
+    try:
+        if Ring.from_params(previous["ring"]) == ring:
+            return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"{DataDir(data_dir).state_file} is damaged: {exc}") from exc
     return resize(data_dir, cfg, procs)
 
 
@@ -259,9 +283,10 @@ def resize(
     ``"deleted"`` after each at a source: an exception it raises stops the move there,
     as a crash would.
     """
-    ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
     dd = DataDir(data_dir)
-    previous = (dd.read_state() or {}).get("ring")
+    state = dd.read_state()
+    ring = start_ring(cfg, procs, state)
+    previous = (state or {}).get("ring")
     old = previous.get("procs") if isinstance(previous, dict) else None
     result = Resize(old if isinstance(old, int) else None, procs)
     started = time.monotonic()
@@ -462,7 +487,7 @@ def scan(
     sizes: dict[int, tuple[int, int]] = {}
     for key, value in txn.items("hosts"):
         state = HostState.decode(value)
-        owner = ring.owner(ring_key(state.host_key))  # its politeness key (hive.core.keys)
+        owner = ring.owner(state.host_key)  # by its ring key (hive.core.keys)
         if owner != worker_id:
             sizes[U64.unpack(key)[0]] = owner, 1 + state.queued + state.admitted
     front: dict[int, bytearray] = {}
@@ -606,7 +631,7 @@ def payload_owner(value: bytes, ring: Ring) -> int | None:
     if original is None:
         return None
     try:
-        return ring.owner(ring_key(host_key(original.uri)))
+        return ring.owner(host_key(original.uri))
     except URLError:
         return None
 

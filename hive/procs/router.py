@@ -28,7 +28,6 @@ from collections import deque
 import zmq
 
 from hive.core import wire
-from hive.core.keys import ring_key
 from hive.core.ring import Ring
 from hive.procs.curve import Curve
 from hive.procs.endpoints import Endpoints, push
@@ -86,7 +85,7 @@ class Router:
         groups: dict[int, list[bytes]] = {}
         owner = self.ring.owner
         for host, data in routes:
-            groups.setdefault(owner(ring_key(host)), []).append(data)
+            groups.setdefault(owner(host), []).append(data)
         parts = len(groups)
         for part, (peer, records) in enumerate(sorted(groups.items())):
             self.send(peer, wire.encode_admit_data(origin, seq, part, parts, records))

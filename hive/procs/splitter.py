@@ -100,13 +100,13 @@ class Splitter:
 
 
 def run_splitter(cfg_data: dict[str, Any], data_dir: str, endpoints: dict[str, Any],
-                 procs: int, parent: int, failed: str) -> None:
+                 ring_params: dict[str, Any], parent: int, failed: str) -> None:
     """The spawned splitter's entry point; signals and start failures as a worker's."""
     child_signals()
     die_with_parent(parent)
     cfg = from_dict(cfg_data)
     setup_logging(cfg.log.level, DataDir(Path(data_dir)).log_file("splitter"), "splitter")
-    ring = Ring(procs, cfg.hive.vnodes, cfg.hive.ring_seed)
+    ring = Ring.from_params(ring_params)
     splitter = Splitter(Endpoints.from_dict(endpoints), ring, cfg.hive.overflow,
                         int(cfg.hive.overflow_mb * (1 << 20)))
     runner = Runner(splitter, "splitter", signals=(signal.SIGTERM,), failure_file=Path(failed))

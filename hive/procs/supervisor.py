@@ -84,7 +84,7 @@ from hive.procs.lifecycle import (
 )
 from hive.procs.outbox import Outbox
 from hive.procs.requests import Queued, add_answer, deny_answer, deny_keys
-from hive.procs.resize import Resize, resize_if_changed
+from hive.procs.resize import Resize, resize_if_changed, start_ring
 from hive.procs.seeds import seed_record, shown
 from hive.procs.startcheck import check_stores, pages_done
 from hive.procs.stats import HiveStats, Status, Waiting, WorkerReport
@@ -154,6 +154,7 @@ class Supervisor:
     def _open(self, undo: contextlib.ExitStack) -> None:
         previous = self.dd.read_state()
         check_stores(self.dd, self.procs, previous, recreate_missing=self.recreate_missing)
+        self.ring = start_ring(self.cfg, self.procs, previous)
         self.resized = resize_if_changed(self.data_dir, self.cfg, self.procs, previous)
         if self.resized is not None:
             log.info("%s", self.resized.summary())
@@ -220,9 +221,8 @@ class Supervisor:
             endpoints = endpoints.with_keys(ensure_keys(self.dd.keys).directory)
         return endpoints
 
-    def _ring(self) -> dict[str, int]:
-        hive = self.cfg.hive
-        return {"procs": self.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed}
+    def _ring(self) -> dict[str, int | str]:
+        return self.ring.params
 
     def _make_children(self, endpoints: Endpoints) -> list[Child]:
         """The splitter and the workers, each started with ``spawn`` from plain data."""
@@ -234,7 +234,7 @@ class Supervisor:
         failed = str(self.dd.failure_file("splitter.log"))
         children = [Child("splitter", "splitter.log", lambda: spawn.Process(
             target=run_splitter, name="hive-splitter",
-            args=(cfg_data, str(self.data_dir), ends, self.procs, parent, failed)))]
+            args=(cfg_data, str(self.data_dir), ends, self._ring(), parent, failed)))]
         for i in range(self.procs):
             children.append(
                 Child(f"worker {i}", f"{self.dd.worker_name(i)}.log",

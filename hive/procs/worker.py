@@ -41,7 +41,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive.config import Config
-from hive.core.keys import ring_key
 from hive.core.lease import Lease, LeaseKind
 from hive.core.recentlinks import RecentLinks, recent_key
 from hive.core.record import FEED, SITEMAP, UrlRecord
@@ -199,7 +198,7 @@ class Worker:
 
     def _owns(self, url: str) -> bool:
         """True if this worker owns url's host under its hive's ring (or has no ring)."""
-        return self.ring is None or self.ring.owner(ring_key(host_key(url))) == self.worker_id
+        return self.ring is None or self.ring.owner(host_key(url)) == self.worker_id
 
     def _seed_payloads(self, payloads: PayloadIndex, path: Path) -> None:
         """Seed the payload index from a prior crawl's CDXJ, once per version of the file
@@ -338,7 +337,7 @@ class Worker:
             mine: list[UrlRecord] = []
             others: list[UrlRecord] = []
             for record in links:
-                (mine if owner(ring_key(record.host_key)) == me else others).append(record)
+                (mine if owner(record.host_key) == me else others).append(record)
             if mine:
                 self.frontier.admit(mine, now)
                 self.counts["links/admitted_here"] += len(mine)

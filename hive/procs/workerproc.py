@@ -251,7 +251,7 @@ class WorkerProcess:
 
 
 def run_worker(cfg_data: dict[str, Any], data_dir: str, worker_id: int,
-               endpoints: dict[str, Any], ring: dict[str, int], parent: int,
+               endpoints: dict[str, Any], ring: dict[str, int | str], parent: int,
                failed: str) -> None:
     """The spawned worker's entry point: everything is rebuilt from plain data.
 

@@ -2,7 +2,8 @@
 
 ::
 
-    DATA/hive.json           the running (or last) hive: pid, ring, endpoints, pids, config
+    DATA/hive.json           the running (or last) hive: pid, ring (with its ring-key scheme,
+                             hive.core.keys; none recorded: "host"), endpoints, pids, config
     DATA/lock                flock: one hive per data directory
     DATA/supervisor/         the supervisor's store (its outbox of seeds and ``hive add`` URLs)
     DATA/worker-NN/          worker NN's store (``data.mdb``, LMDB's ``lock.mdb``), its ``lock``

@@ -111,13 +111,25 @@ def test_seed_and_vnodes_change_the_ring() -> None:
 
 def test_params_round_trip_and_equality() -> None:
     ring = Ring(7, 128, 99)
-    assert ring.params == {"procs": 7, "vnodes": 128, "seed": 99}
+    assert ring.params == {"procs": 7, "vnodes": 128, "seed": 99, "key": "host"}
     again = Ring.from_params(json.loads(json.dumps(ring.params)))
     assert again == ring
     assert hash(again) == hash(ring)
     assert again != Ring(7, 128, 98)
+    assert again != Ring(7, 128, 99, "domain")
     assert ring != "Ring(7)"
-    assert repr(ring) == "Ring(procs=7, vnodes=128, seed=99)"
+    assert repr(ring) == "Ring(procs=7, vnodes=128, seed=99, key='host')"
+    domain = Ring(7, 128, 99, "domain")
+    assert Ring.from_params(json.loads(json.dumps(domain.params))) == domain
+
+
+def test_params_recorded_without_a_key_are_a_host_ring() -> None:
+    """hive.json of a crawl made before the scheme was recorded names no key: its hosts
+    keep their places (the ring of the host key)."""
+    old = Ring.from_params({"procs": 5, "vnodes": 64, "seed": 3})
+    assert old == Ring(5, 64, 3, "host")
+    assert [old.owner(h) for h in HOSTS[:500]] == [
+        Ring(5, 64, 3).owner(h) for h in HOSTS[:500]]
 
 
 @pytest.mark.parametrize(
@@ -134,6 +146,7 @@ def test_params_round_trip_and_equality() -> None:
         (2.0,),
         ("2",),
         (2, None),
+        (2, 16, 0, "address"),
     ],
 )
 def test_invalid_params_raise_value_error(args: tuple[object, ...]) -> None:
@@ -148,6 +161,8 @@ def test_invalid_params_raise_value_error(args: tuple[object, ...]) -> None:
         {"procs": 2, "vnodes": 16, "seed": 0, "extra": 1},
         {"procs": "2", "vnodes": 16, "seed": 0},
         {"procs": 2, "vnodes": 16, "seed": -5},
+        {"procs": 2, "vnodes": 16, "seed": 0, "key": "address"},
+        {"procs": 2, "vnodes": 16, "seed": 0, "key": 1},
     ],
 )
 def test_invalid_recorded_params_raise_value_error(params: dict[str, object]) -> None:
