@@ -144,6 +144,8 @@ class ScopeConfig:
     session_ids: list[str]
     embeds: str
     max_embed_hops: int
+    max_hosts_per_domain: int
+    max_pages_per_domain: int
 
 
 @dataclass(frozen=True, slots=True)

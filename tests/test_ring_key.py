@@ -14,6 +14,7 @@ import lmdb
 
 from hive.core.keys import DOMAIN, HOST, registered_domain
 from hive.core.ring import Ring
+from hive.frontier import domains
 from hive.frontier.frontier import Frontier
 from hive.frontier.hosts import HostState
 from hive.frontier.verify import verify_data_dir
@@ -73,6 +74,22 @@ def seen(data: Path) -> int:
     return total
 
 
+def domain_rows(data: Path) -> dict[str, tuple[set[int], domains.Domain]]:
+    """Each domain's row: the stores holding one, and their sum."""
+    out: dict[str, tuple[set[int], domains.Domain]] = {}
+    for i, path in DataDir(data).workers():
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
+        with env.begin() as txn:
+            for key, value in txn.cursor(env.open_db(b"domains", txn=txn, create=False)):
+                where, total = out.get(key.decode(), (set(), domains.Domain()))
+                row = domains.decode(value)
+                out[key.decode()] = where | {i}, domains.Domain(
+                    total.hosts + row.hosts, total.pages + row.pages,
+                    total.fetched + row.fetched)
+        env.close()
+    return out
+
+
 def test_a_directory_made_before_the_scheme_keeps_its_hosts_placed_by_host(
         tmp_path: Path) -> None:
     """hive.json without a ring key: the start's ring places by host, nothing moves on
@@ -127,3 +144,8 @@ def test_a_new_directory_places_by_domain_and_a_resize_moves_domains_whole(
         assert all(r.ok for r in reports.values()), [r.summary() for r in reports.values()]
         assert json.loads((data / "hive.json").read_text())["ring"]["key"] == DOMAIN
         assert seen(data) == urls, "every admitted URL kept"
+        # Each domain's row went with its hosts, whole: in one store, all its hosts.
+        rows = domain_rows(data)
+        assert sorted(rows) == sorted({registered_domain(h) for h in HOSTS})
+        assert all(len(where) == 1 and row.hosts == HOSTS_PER_DOMAIN
+                   and row.pages == HOSTS_PER_DOMAIN * PAGES for where, row in rows.values())

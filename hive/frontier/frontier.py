@@ -71,11 +71,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hive.config import Config, FrontierConfig
-from hive.core.keys import politeness_key
+from hive.core.keys import politeness_key, registered_domain
 from hive.core.lease import Lease, LeaseKind
 from hive.core.politeness import Politeness
 from hive.core.record import LISTED, SITEMAP, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
+from hive.frontier import domains
 from hive.frontier.back import BackQueues
 from hive.frontier.front import FrontQueues
 from hive.frontier.heap import ReadyHeap
@@ -103,7 +104,7 @@ from hive.storage.store import store_errors as _store_errors
 log = logging.getLogger(__name__)
 
 # Refusals counted, never recorded (``_refuse``).
-CAPS = frozenset({"max_urls_per_host", "max_sitemaps_per_host"})
+CAPS = frozenset({"max_urls_per_host", "max_sitemaps_per_host"}) | domains.REASONS
 # What decoding a damaged record raises: it is set aside, never retried every turn.
 DAMAGED = (ValueError, struct.error)
 # A page whose links could not be handed on: always retried, never done with its links lost.
@@ -155,8 +156,11 @@ class Frontier:
         rng: random.Random | None = None,
         now: float = 0.0,
         politeness_key: Callable[[str], str] = politeness_key,
+        max_hosts_per_domain: int = 0,
+        max_pages_per_domain: int = 0,
     ) -> None:
         self.cfg = cfg
+        self.domain_caps = domains.Caps(max_hosts_per_domain, max_pages_per_domain)
         # A record's politeness key (hive.core.keys): what its "host" here is, the unit of
         # the back queues, the heap, the leases and the host records, all keyed by its hash.
         self.politeness_key = politeness_key
@@ -201,6 +205,7 @@ class Frontier:
         )
         self._refusals_saved = now
         self._recover(now)
+        self._domain_rows(now)
 
     @classmethod
     def from_config(
@@ -212,6 +217,8 @@ class Frontier:
             crawl_delay_skip=cfg.politeness.crawl_delay_over_cap == "skip",
             session_ids=cfg.scope.session_ids,
             max_sitemaps=cfg.sitemaps.max_files_per_host, rng=rng, now=now,
+            max_hosts_per_domain=cfg.scope.max_hosts_per_domain,
+            max_pages_per_domain=cfg.scope.max_pages_per_domain,
         )
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -241,6 +248,17 @@ class Frontier:
                 self.back.save(hh, host)
         self.commit(now)
 
+    @_store_errors
+    def _domain_rows(self, now: float) -> None:
+        """A store made before the ``domains`` rows gets them from its host records."""
+        made = domains.ensure(self.store, lambda: (
+            HostState.decode(bytes(value))
+            for value in self.store.cursor("hosts").iternext(keys=False)))
+        if made is not None:
+            self.commit(now)
+            if made:
+                log.info("domain rows made from %d host records", made)
+
     # -- admission ---------------------------------------------------------------
 
     @_store_errors
@@ -257,10 +275,20 @@ class Frontier:
         url_hash = self.fingerprint
         queued: list[tuple[int, int, bytes]] = []
         admitted = 0
+        caps, store = self.domain_caps, self.store
         for hk, group in groups.items():
             hh = host_hash(hk)
-            host = self.back.host(hh) or HostState(hk)
+            known = self.back.host(hh)
+            host = known or HostState(hk)
             before = host.admitted, host.sitemaps, host.listed, host.stale
+            domain = registered_domain(hk)
+            row = domains.read(store, domain)
+            if known is None and caps.host_refused(row):
+                for record in group:
+                    self._refuse(URL_KEY.pack(hh, url_hash(record.url)), host, record,
+                                 domains.MAX_HOSTS, domain)
+                continue
+            pages = row.pages
             for record in group:
                 key = URL_KEY.pack(hh, url_hash(record.url))
                 kind = record.kind
@@ -272,6 +300,10 @@ class Frontier:
                         host.admitted >= budget
                         or (kind == LISTED and host.admitted + host.listed >= budget))):
                     self._refuse(key, host, record)
+                    continue
+                elif caps.page_refused(pages + host.admitted + host.listed - before[0]
+                                       - before[2]):
+                    self._refuse(key, host, record, domains.MAX_PAGES, domain)
                     continue
                 if add(key, record):
                     _hold(host, kind)
@@ -288,6 +320,8 @@ class Frontier:
                 queued.append((level, seq, record.encode()))
             if (host.admitted, host.sitemaps, host.listed, host.stale) != before:
                 self._touch(hh, host)
+                domains.add(store, domain, known is None,
+                            host.admitted + host.listed - before[0] - before[2])
         self._seq = seq
         self.front.extend(queued)
         admitted += len(queued)
@@ -321,9 +355,11 @@ class Frontier:
             host.sitemaps += 1
         return True
 
-    def _refuse(self, key: bytes, host: HostState, record: UrlRecord) -> None:
-        """Count a URL refused at admission (blocked host, too deep, over the host's cap);
-        the reason is the block or the config key that refused it.
+    def _refuse(self, key: bytes, host: HostState, record: UrlRecord, cap: str = "",
+                domain: str = "") -> None:
+        """Count a URL refused at admission (blocked host, too deep, over the host's cap,
+        over its domain's ``cap``: counted under the ``domain``); the reason is the block
+        or the config key that refused it.
 
         A refusal for a cap the host has reached (``max_urls_per_host``,
         ``max_sitemaps_per_host``) is counted (``frontier/capped/<reason>``), not
@@ -331,7 +367,9 @@ class Frontier:
         one store entry per URL past it, which a sitemap index (50,000 children, each
         listing 50,000) or a trap's links would make without end. The others are
         recorded as refused (``frontier/refused/<reason>``)."""
-        if host.blocked:
+        if cap:
+            reason = cap
+        elif host.blocked:
             reason = host.blocked
         elif record.kind == SITEMAP:
             reason = "max_sitemaps_per_host"
@@ -349,7 +387,7 @@ class Frontier:
             return
         else:
             self._count(f"frontier/refused/{reason}")
-        message = self.refusals.note(reason, host.host_key)
+        message = self.refusals.note(reason, domain or host.host_key)
         if message is not None:
             self.refused.append((record, reason, message))
 
@@ -433,7 +471,10 @@ class Frontier:
             back.append(hh, host, level, seq, data)
             self._dirty.add(hh)
             return "joined", host
-        host = back.host(hh) or HostState(hk)
+        known = back.host(hh)
+        if known is None:  # a queued URL of a host with no record: one now
+            domains.add(self.store, registered_domain(hk), hosts=1)
+        host = known or HostState(hk)
         if host.blocked:
             self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked)
             return "refused", None
@@ -674,6 +715,7 @@ class Frontier:
                 # Still its live entry: the URL leaves the seen set, and a link may bring it.
                 self.seen.forget(key)
                 self._count("frontier/admitted", -1)
+                domains.add(self.store, registered_domain(host.host_key), pages=-1)
             self._count("frontier/listed_refused")
         else:
             back.remove(lease.key, host)
@@ -683,6 +725,7 @@ class Frontier:
             self._finish(key, kind)
             if outcome.contacted:
                 host.fetched += 1
+                domains.add(self.store, registered_domain(host.host_key), fetched=1)
         self._dirty.add(hh)
         if host.head is None:
             self._release(hh, host, park=False)
@@ -753,7 +796,10 @@ class Frontier:
         (the host record of its politeness key: today the host's own)."""
         key = self.politeness_key(host_key)
         hh = host_hash(key)
-        host = self.back.host(hh) or HostState(key)
+        known = self.back.host(hh)
+        if known is None:
+            domains.add(self.store, registered_domain(key), hosts=1)
+        host = known or HostState(key)
         host.blocked = reason
         if hh in self.back.bound and hh not in self.leased:
             self._drain(hh, host)

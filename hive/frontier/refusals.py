@@ -1,7 +1,9 @@
 """Refusals: the URLs a crawl refused, counted by reason and host, and which of them to log.
 
 A URL is refused at admission by the frontier (``max_urls_per_host``,
-``max_depth``, a blocked host) or, as a link, by scope and its trap guards in
+``max_depth``, a blocked host, and the caps of its registered domain,
+``max_hosts_per_domain`` and ``max_pages_per_domain``, counted under the domain
+rather than the host: hive.frontier.domains) or, as a link, by scope and its trap guards in
 the worker (``scope_domain``, ``path_depth``, ``segment_repeat`` …). Nothing is
 refused in silence: each refusal is counted here under its reason and the
 host of the refused URL, and the crawl log gets a line for each one up to

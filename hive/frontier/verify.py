@@ -49,6 +49,10 @@ clean close and after a crash alike (the last committed turn). Checks:
   decode and set aside; its URL stays pending in ``urls`` with no queue entry).
 - ``quarantine``: every entry is a problem (links never handed on), listed with
   its reason; ``hive verify --replay-quarantine`` puts those that decode back.
+- ``domains`` (once ``meta`` ``domains`` says the rows are made): each row decodes
+  and is the sum over its domain's host records (hive.frontier.domains): hosts,
+  admitted plus listed, fetched; every domain of a host record has a row. Memory:
+  one row per domain of the store.
 - The ring, given ``owner`` and ``worker_id``: every host with pending URLs is
   this worker's. Across a data directory: no host has pending URLs in two
   workers.
@@ -76,6 +80,7 @@ from hive.core.record import LISTED, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.core.wire import decode_records
 from hive.errors import StoreError
+from hive.frontier import domains
 from hive.frontier.hosts import HostState
 from hive.frontier.seen import is_live
 from hive.storage.datadir import DataDir
@@ -279,6 +284,7 @@ class _Checker:
         self._outbox()
         self._quarantine()
         self._damaged()
+        self._domains()
         self._meta(self._by_state())
         n = self.n
         self.report.counts = {
@@ -288,7 +294,7 @@ class _Checker:
             "superseded": n["superseded"], "hosts": n["hosts"], "bound": n["bound"],
             "parked": n["parked"], "leases": n["leases"], "retries": n["retries"],
             "outbox": n["outbox"], "outbox/records": n["outbox/records"],
-            "quarantine": n["quarantine"], "damaged": n["damaged"],
+            "quarantine": n["quarantine"], "damaged": n["damaged"], "domains": n["domains"],
         }
 
     # -- reading -----------------------------------------------------------------
@@ -626,6 +632,36 @@ class _Checker:
                 f"({reason.decode('utf-8', 'replace')}); hive verify --replay-quarantine "
                 "sends it again if it decodes"
             )
+
+    def _domains(self) -> None:
+        """Each ``domains`` row is the sum over its domain's host records
+        (hive.frontier.domains), once the rows are made."""
+        if self.txn.get("meta", domains.META_DOMAINS) is None:
+            return
+        hosts = []
+        for _, value in self._items("hosts"):
+            try:
+                hosts.append(HostState.decode(value))
+            except (struct.error, UnicodeDecodeError):
+                continue  # reported by _hosts
+        expected = domains.expected(hosts)
+        for key, value in self._items("domains"):
+            self.n["domains"] += 1
+            name = key.decode("utf-8", "surrogatepass")
+            try:
+                row = domains.decode(value)
+            except struct.error:
+                self.report.add(f"domain {name}: its row ({len(value)} bytes) does not decode")
+                continue
+            made = expected.pop(name, domains.Domain())
+            if row != made:
+                self.report.add(
+                    f"domain {name}: its row says {row.hosts} hosts, {row.pages} pages, "
+                    f"{row.fetched} fetched but its host records make {made.hosts}, "
+                    f"{made.pages}, {made.fetched}"
+                )
+        for name, made in sorted(expected.items())[: self.report.limit]:
+            self.report.add(f"domain {name}: {made.hosts} host records but no row")
 
     def _damaged(self) -> None:
         for key, value in self._items("damaged"):

@@ -111,6 +111,7 @@ from hive.core.urls import host_hash, host_key
 from hive.core.wire import decode_records
 from hive.errors import HiveError, StoreError, URLError
 from hive.fetch.revisits import decode as decode_payload
+from hive.frontier import domains
 from hive.frontier.hosts import HostState
 from hive.procs.lifecycle import Lock
 from hive.procs.outbox import Outbox
@@ -342,6 +343,7 @@ class _Mover:
         opened = self.stores.get(worker_id)
         if opened is None:
             opened = _Store.open(self.dd.worker(worker_id), self.cfg.frontier.map_size_mb)
+            opened.store.write(_domain_rows)
             self.stores[worker_id] = opened
         return opened.store
 
@@ -555,6 +557,11 @@ def _put_urls(txn: Txn, items: Iterable[tuple[bytes, bytes]], tally: Tally) -> N
             tally.counts.subtract(state_counters(old))
 
 
+def _domain_rows(txn: Txn) -> None:
+    """A store made before the ``domains`` rows gets them before any host moves."""
+    domains.ensure(txn, lambda: (HostState.decode(v) for _, v in txn.items("hosts")))
+
+
 def copy_hosts(
     txn: Txn, src: Txn, batch: list[Move], front: dict[int, bytearray],
     retries: dict[int, bytearray], now: float, min_delay: float,
@@ -585,6 +592,7 @@ def copy_hosts(
         if queued:
             txn.put("parked", parked_key(state.parked_at, hh), b"")
         txn.put("hosts", prefix, state.encode())
+        domains.add_host(txn, state)
         _put_urls(txn, src.range("urls", prefix), tally)
         robots = src.get("robots", state.host_key.encode())
         if robots is not None:
@@ -603,7 +611,10 @@ def delete_hosts(
     for move in batch:
         hh = move.host_hash
         prefix = U64.pack(hh)
-        state = HostState.decode(txn.get("hosts", prefix) or b"")
+        held = txn.get("hosts", prefix)
+        state = HostState.decode(held or b"")
+        if held is not None:
+            domains.add_host(txn, state, -1)
         tally.back += sum(1 for _ in txn.delete_range("back", prefix))
         for value in txn.delete_range("urls", prefix):
             tally.urls += 1

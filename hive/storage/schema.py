@@ -54,7 +54,19 @@ prior       host_hash(8) url_hash(8)             a Prior (hive.core.prior): what
 meta        ``recrawl_from``                     the plan read into ``prior`` and how   worker
                                                  far: offset, lines, whole              (plan),
                                                  (hive.procs.plan)                      resize
+domains     registered domain (utf-8)            hosts(4) pages(8) fetched(8): the      frontier,
+                                                 sums over the domain's host records    resize
+                                                 (hive.frontier.domains)
+meta        ``domains``                          ``1``: the rows were made from the     frontier
+                                                 host records (stores made before
+                                                 ``domains``) or from the start
 ==========  ===================================  =====================================  ===========
+
+``domains`` holds one row per registered domain (hive.core.keys) with a host record
+in the store: how many hosts, their pages (admitted and listed) and their fetches,
+which the per-domain caps read at admission (``scope.max_hosts_per_domain``,
+``scope.max_pages_per_domain``). A row changes in the transaction that changes its
+host records, a resize's copy and delete included, and ``hive verify`` checks it.
 
 ``payloads`` holds one entry per distinct payload this worker archived whole
 (at least ``warc.revisit_min_bytes``) or was seeded with (``--dedup-from``):
@@ -105,10 +117,10 @@ from hive.errors import StoreError
 
 DB_NAMES = (
     "urls", "front", "back", "hosts", "bound", "parked", "leases", "robots", "meta", "outbox",
-    "quarantine", "damaged", "payloads", "retries", "prior",
+    "quarantine", "damaged", "payloads", "retries", "prior", "domains",
 )
 # Databases a store made by an earlier hive lacks until a worker opens it (and makes them).
-ADDED_LATER = frozenset({"damaged", "payloads", "retries", "prior"})
+ADDED_LATER = frozenset({"damaged", "payloads", "retries", "prior", "domains"})
 
 U64 = struct.Struct(">Q")
 HOST_LEVEL_SEQ = struct.Struct(">QBQ")
