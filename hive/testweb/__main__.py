@@ -41,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="copy pages per host, one body on every host")
     parser.add_argument("--broken", type=int, default=0,
                         help="pages per host that answer 500 for ever, linked from /")
+    parser.add_argument("--farm", type=int, default=0,
+                        help="also serve a link farm of this many hosts (s<n>.<farm domain>)")
+    parser.add_argument("--farm-domain", default="example.com")
     parser.add_argument("--sitemaps", action="store_true",
                         help="also serve the sitemap and feed hosts (sm-<kind>.<domain>)")
     parser.add_argument("--cookie-hosts", type=int, default=0,
@@ -54,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     web = Web(
         args.seed, args.hosts, args.pages, args.links, args.cross_host, args.page_bytes,
         args.domain, not args.no_hostile, args.crawl_delay, args.copies,
-        args.requisites, args.broken,
+        args.requisites, args.broken, args.farm, args.farm_domain,
     )
     # Hand the GIL over often, so a handler stamps a response's end soon after sending it.
     sys.setswitchinterval(0.0005)

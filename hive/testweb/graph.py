@@ -74,6 +74,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 
+from hive.testweb import farm
 from hive.testweb import requisites as req
 from hive.testweb.requestlog import Request
 
@@ -211,15 +212,19 @@ class Web:
         copies: int = 0,
         requisites: bool = False,
         broken: int = 0,
+        farm: int = 0,
+        farm_domain: str = "example.com",
     ) -> None:
         """``copies``: each host's home page also links to this many copy pages
         (``/copy/N.html``), which all answer one body, the same on every host.
         ``requisites``: pages embed stylesheets, images, a script and a font, some on a
         static host (hive/testweb/requisites.py). ``broken``: each host's home page also
-        links to this many pages that answer 500 for ever (``/broken/N.html``)."""
+        links to this many pages that answer 500 for ever (``/broken/N.html``). ``farm``:
+        a link farm of this many hosts of ``farm_domain`` (hive/testweb/farm.py), reached
+        from :meth:`farm_seed`; none by default."""
         if hosts < 1 or pages < 1 or links < 0 or page_bytes < 0 or robots_crawl_delay < 0:
             raise ValueError("hosts and pages must be positive; links, sizes, delays not negative")
-        if copies < 0 or broken < 0:
+        if copies < 0 or broken < 0 or farm < 0:
             raise ValueError(f"copies and broken must not be negative, got {copies}, {broken}")
         if not 0.0 <= cross_host <= 1.0:
             raise ValueError(f"cross_host must be in [0, 1], got {cross_host}")
@@ -232,6 +237,8 @@ class Web:
         self.page_bytes = page_bytes
         self.copies = copies
         self.broken = broken
+        self.farm = farm
+        self.farm_domain = farm_domain.lower()
         self.domain = domain.lower()
         width = max(3, len(str(hosts - 1)))
         self.names = [f"h{i:0{width}d}.{self.domain}" for i in range(hosts)]
@@ -318,6 +325,15 @@ class Web:
             for path in paths.get(kind, ("/",))
         ]
 
+    def farm_seed(self, port: int = 80) -> str:
+        """The root of the link farm's first host."""
+        return self.url(farm.host(0, self.farm_domain), "/", port)
+
+    def farm_hosts(self, records: Iterable[Request]) -> set[str]:
+        """The farm's hosts that ``records`` asked anything of."""
+        return {r.hostname for r in records
+                if farm.index(r.hostname, self.farm_domain, self.farm) is not None}
+
     def private_links(self, tripwire: int) -> list[str]:
         """Links from ``h000``'s ``/`` to non-public addresses; none may be requested."""
         if not self.hostile:
@@ -336,7 +352,8 @@ class Web:
     def strays(self, records: Iterable[Request]) -> list[Request]:
         """Requests for a name that is not in this web (an IP, ``localhost``: a tripwire hit)."""
         known = self._index.keys() | self.hostile.keys() | ({self.static} - {""})
-        return [r for r in records if r.hostname not in known]
+        return [r for r in records if r.hostname not in known
+                and farm.index(r.hostname, self.farm_domain, self.farm) is None]
 
     def respond(
         self, host: str, path: str, *, port: int, tripwire: int, asked: int = 0
@@ -356,6 +373,9 @@ class Web:
             return self._requisite(host, path, port)
         index = self._index.get(host)
         if index is None:
+            n = farm.index(host, self.farm_domain, self.farm)
+            if n is not None and path == "/":
+                return Response(200, farm.page(n, self.farm_domain, self.farm, port))
             return _NOT_FOUND
         if path == "/robots.txt":
             return self._robots(host, asked)

@@ -320,6 +320,7 @@ class WebProcess(_Served):
             "--cross-host", str(web.cross_host), "--page-bytes", str(web.page_bytes),
             "--domain", web.domain, "--crawl-delay", str(web.robots_crawl_delay), "--log", str(log),
             "--copies", str(web.copies), "--broken", str(web.broken),
+            "--farm", str(web.farm), "--farm-domain", web.farm_domain,
         ]
         if not web.hostile_enabled:
             command.append("--no-hostile")
