@@ -282,12 +282,16 @@ exited with.
               help="A prior crawl's data directory (repeat for several, oldest first): every "
                    "URL it fetched is fetched again, conditional on its validators, the most "
                    "likely changed first; `hive changes` says what changed [recrawl.plan].")
+@click.option("--cluster", "cluster", metavar="ADDRESS",
+              help="Run across the machines of a Ray cluster (auto, ray://head:10001 or a GCS "
+                   "host:port): --procs workers on each machine that joined with a resource "
+                   "hive-node-<name>; needs pip install 'hive-crawler[cluster]'.")
 @_set_option("Override one config key, as `hive -s` does before the command.")
 @pass_config
 def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
           resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
           max_pages: int, detach: bool, quiet: bool, recreate_missing: bool,
-          dedup_from: Path | None, recrawl_from: tuple[Path, ...],
+          dedup_from: Path | None, recrawl_from: tuple[Path, ...], cluster: str | None,
           overrides: tuple[str, ...]) -> None:
     cfg = _network(_with_overrides(cfg, overrides), resolve, allow_private, allow_net)
     if dedup_from is not None:
@@ -299,6 +303,12 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
         cfg = cfg.replace(recrawl={"plan": str(planned.resolve())})
     records = [] if planned is not None and seeds is None else _screen_seeds(cfg, seeds, data_dir)
     _prepare_data_dir(data_dir)
+    if cluster is not None:
+        if detach or recrawl_from or dedup_from:
+            raise click.BadParameter("--cluster runs in the foreground, without --detach, "
+                                     "--recrawl-from or --dedup-from", param_hint="--cluster")
+        _start_cluster(cfg, data_dir, cluster, procs or cfg.hive.procs, records, max_pages)
+        return
     if detach:
         _detach(data_dir)
         return
@@ -309,6 +319,35 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
                f"{totals['frontier/done/ok']:.0f} pages, "
                f"{totals['fetched']:.0f} outcomes; data in {data_dir}")
     sys.exit(supervisor.exit_code)
+
+
+def _start_cluster(cfg: Config, data_dir: Path, address: str, procs: int,
+                   seeds: list[UrlRecord], max_pages: int) -> None:
+    """``hive start --cluster``: the driver (hive/procs/cluster.py) in this process."""
+    from hive.procs.lifecycle import Runner, setup_logging
+
+    try:
+        from hive.procs.cluster import ClusterDriver
+    except ImportError as exc:
+        raise click.ClickException(f"--cluster needs Ray: pip install 'hive-crawler[cluster]' "
+                                   f"({exc})") from exc
+    try:
+        setup_logging(cfg.log.level, DataDir(data_dir).log_file("supervisor"), "supervisor")
+    except OSError as exc:
+        raise click.ClickException(f"--data {data_dir}: {describe(exc)}") from exc
+    driver = ClusterDriver(cfg, data_dir, address, procs, seeds, max_pages)
+    runner = Runner(driver, "cluster", stop=driver.signalled)
+    try:
+        if runner.run() != 0:
+            driver.exit_code = ExitCode.ERROR
+    except (HiveError, OSError) as exc:
+        raise click.ClickException(describe(exc)) from exc
+    totals = driver.totals()
+    click.echo(f"hive stopped: {driver.ended or 'stopped'}; "
+               f"{totals.get('frontier/done/ok', 0):.0f} pages, "
+               f"{totals.get('fetched', 0):.0f} outcomes; data in {data_dir} and each "
+               "machine's own")
+    sys.exit(driver.exit_code)
 
 
 def _recrawl_plan(data_dir: Path, sources: tuple[Path, ...]) -> Path | None:
@@ -633,8 +672,11 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     config = state.get("config")
     scope = config.get("scope") if isinstance(config, dict) else None
     session_ids = scope.get("session_ids", []) if isinstance(scope, dict) else []
+    # One machine of a cluster holds its slice of the ring's workers (hive.json: workers).
+    slice_ = state.get("workers")
+    workers = range(slice_[0], slice_[0] + slice_[1]) if isinstance(slice_, list) else None
     reports = verify_data_dir(data_dir, ring.owner, limit=limit, procs=ring.procs,
-                              session_ids=session_ids)
+                              session_ids=session_ids, workers=workers)
     # The ring in hive.json names the workers whose stores the crawl must have: a missing
     # one is reported by verify_data_dir.
     for report in reports.values():

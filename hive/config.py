@@ -229,6 +229,14 @@ class HiveConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    lease: float
+    renew: float
+    port: int
+    node_data: str
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     frontier: FrontierConfig
     politeness: PolitenessConfig
@@ -244,6 +252,7 @@ class Config:
     text: TextConfig
     log: LogConfig
     hive: HiveConfig
+    cluster: ClusterConfig
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The config as plain data (for hive.json and child processes)."""
@@ -355,6 +364,28 @@ def _check_fetch(cfg: FetchConfig) -> None:
             raise ConfigError(f"fetch.ca_file: no CA certificate in {cfg.ca_file}: {exc}") from exc
 
 
+def _check_cluster(cfg: ClusterConfig) -> None:
+    if not 0 < cfg.renew <= cfg.lease / 2:
+        raise ConfigError(f"cluster.renew: must be more than 0 and at most half of cluster.lease "
+                          f"({cfg.lease:g}), got {cfg.renew:g}")
+    if not 1024 <= cfg.port <= 65535 - CLUSTER_PORTS * 16:
+        raise ConfigError(f"cluster.port: must be in 1024..{65535 - CLUSTER_PORTS * 16}, "
+                          f"got {cfg.port}")
+    if "{node}" not in cfg.node_data:
+        raise ConfigError("cluster.node_data: must name {node} (one data directory per "
+                          f"machine), got {cfg.node_data!r}")
+    try:
+        cfg.node_data.format(data="d", node="n")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(f"cluster.node_data: only {{data}} and {{node}} may be named, got "
+                          f"{cfg.node_data!r}") from exc
+
+
+# The ports one machine of a cluster takes from its base (cluster.port + its index x this):
+# its splitter, supervisor and control, and its workers' inboxes (hive.procs.cluster_plan).
+CLUSTER_PORTS = 100
+
+
 def _check_whole(cfg: Config) -> None:
     _check_fetch(cfg.fetch)
     if not 0 < cfg.frontier.level_ratio <= 1:
@@ -370,6 +401,7 @@ def _check_whole(cfg: Config) -> None:
         raise ConfigError("hive.hung_after: must be at least 4 x hive.stats_interval (a worker "
                           f"reports every {cfg.hive.stats_interval:g}s)")
     _check_metrics(cfg.hive)
+    _check_cluster(cfg.cluster)
     if cfg.dns.min_ttl > cfg.dns.max_ttl:
         raise ConfigError("dns.min_ttl: must not exceed dns.max_ttl")
     if cfg.hive.procs > MAX_WORKERS:

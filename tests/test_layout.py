@@ -55,6 +55,13 @@ ONLY_IN: dict[str, frozenset[str]] = {
     "zmq": frozenset({"procs"}),
 }
 
+#: Outside modules only some modules may import: Ray is the cluster mode's alone
+#: (``pip install 'hive-crawler[cluster]'``), so a hive on one machine never loads it.
+ONLY_MODULES: dict[str, frozenset[str]] = {
+    "ray": frozenset({"hive.procs.cluster_head", "hive.procs.cluster_node",
+                      "hive.procs.cluster"}),
+}
+
 #: The pure core opens no socket, thread, process or HTTP connection.
 CORE_FORBIDDEN = frozenset({
     "socket", "ssl", "select", "selectors", "threading", "multiprocessing", "subprocess",
@@ -143,6 +150,9 @@ def violations(root: Path = ROOT) -> list[str]:
                 found.append(f"{imp}: the {own} room may not import the {target_room} room")
             if top in ONLY_IN and own not in ONLY_IN[top]:
                 found.append(f"{imp}: only {', '.join(sorted(ONLY_IN[top]))} may import {top}")
+            if top in ONLY_MODULES and module not in ONLY_MODULES[top]:
+                found.append(f"{imp}: only {', '.join(sorted(ONLY_MODULES[top]))} may "
+                             f"import {top}")
             if own == "core" and any(imp.target == f or imp.target.startswith(f + ".")
                                      for f in CORE_FORBIDDEN):
                 found.append(f"{imp}: the pure core opens no socket, thread or connection")
@@ -277,6 +287,7 @@ def _copy_tree(tmp_path: Path) -> Path:
     ("hive/logs.py", "from hive.fetch import dns\n", "base room may not import"),
     ("cli.py", "from hive.storage.store import Store\n", "through its control client"),
     ("cli.py", "def f():\n    from hive.procs import worker\n", "through its control client"),
+    ("hive/procs/supervisor.py", "def f():\n    import ray\n", "may import ray"),
 ])
 def test_a_broken_rule_is_named(tmp_path: Path, where: str, line: str, rule: str) -> None:
     """The rules bite: a copy of the tree with one violation added fails, naming it."""
@@ -367,3 +378,16 @@ def test_the_supervisor_loads_no_fetch_path_and_no_metrics_library() -> None:
     tree = ast.parse((ROOT / "hive/procs/supervisor.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "hive.procs.workerproc" not in imported
+
+
+def test_a_hive_on_one_machine_loads_no_ray() -> None:
+    """Ray is the cluster mode's (the ``cluster`` extra): the CLI, the supervisor and the
+    worker of a hive on one machine load none of it (checked in a fresh interpreter)."""
+    script = (
+        "import sys, cli\n"
+        "from hive.procs import supervisor, splitter, workerproc\n"
+        "print(','.join(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip() == ""

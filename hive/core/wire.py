@@ -14,6 +14,12 @@ Frames of each kind (the first frame names it)::
 
     records = count:u32, then count times (length:u32, UrlRecord.encode() bytes)
 
+BATCH, ADMIT and ACK may end in one more frame, ``sender:u16 epoch:u32``: the
+worker that sent it and the epoch of its machine in a cluster (``hive start
+--cluster``; hive/procs/fence.py refuses one older than that machine's current
+epoch). A message without it has epoch 0 and sender :data:`SUPERVISOR_ORIGIN`,
+as on one machine, where nothing is fenced.
+
 The records frame is also the byte form an outbox keeps until the batch is
 acknowledged (:func:`encode_records`, :func:`encode_batch_data`).
 
@@ -58,6 +64,8 @@ KIND_COMMAND = b"COMMAND"
 _BATCH_HEAD = struct.Struct(">HQ")
 _PART_HEAD = struct.Struct(">HQHH")
 _WORKER = struct.Struct(">H")
+_EPOCH = struct.Struct(">HI")
+MAX_EPOCH = 2**32 - 1
 _U32 = struct.Struct(">I")
 # The fixed header of UrlRecord's byte form, measured so record.py stays its only owner.
 _RECORD_HEAD_SIZE = len(UrlRecord("u", "h").encode()) - len(b"u\0h\0")
@@ -80,6 +88,8 @@ class Batch:
     origin: int
     seq: int
     records: tuple[UrlRecord, ...]
+    epoch: int = 0
+    sender: int = SUPERVISOR_ORIGIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +101,8 @@ class Admit:
     part: int
     parts: int
     records: tuple[UrlRecord, ...]
+    epoch: int = 0
+    sender: int = SUPERVISOR_ORIGIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +113,8 @@ class Ack:
     seq: int
     part: int
     parts: int
+    epoch: int = 0
+    sender: int = SUPERVISOR_ORIGIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +142,14 @@ def encode_batch(origin: int, seq: int, records: Sequence[UrlRecord]) -> list[by
     return [KIND_BATCH, _BATCH_HEAD.pack(origin, seq), encode_records(records)]
 
 
-def encode_batch_data(origin: int, seq: int, data: bytes) -> list[bytes]:
+def encode_batch_data(origin: int, seq: int, data: bytes, epoch: int = 0,
+                      sender: int = SUPERVISOR_ORIGIN) -> list[bytes]:
     """A BATCH around a records frame made earlier by :func:`encode_records` (an outbox's)."""
     _check_int("origin", origin, MAX_U16)
     _check_int("seq", seq, MAX_SEQ)
     if len(data) > MAX_FRAME_BYTES:
         raise WireError("frame_too_large", f"{len(data)} bytes")
-    return [KIND_BATCH, _BATCH_HEAD.pack(origin, seq), data]
+    return _with_epoch([KIND_BATCH, _BATCH_HEAD.pack(origin, seq), data], epoch, sender)
 
 
 def encode_admit(
@@ -143,8 +158,30 @@ def encode_admit(
     return [KIND_ADMIT, _part_head(origin, seq, part, parts), encode_records(records)]
 
 
-def encode_ack(origin: int, seq: int, part: int, parts: int) -> list[bytes]:
-    return [KIND_ACK, _part_head(origin, seq, part, parts)]
+def encode_ack(origin: int, seq: int, part: int, parts: int, epoch: int = 0,
+               sender: int = SUPERVISOR_ORIGIN) -> list[bytes]:
+    return _with_epoch([KIND_ACK, _part_head(origin, seq, part, parts)], epoch, sender)
+
+
+def _with_epoch(frames: list[bytes], epoch: int, sender: int) -> list[bytes]:
+    """``frames`` with the sender and its epoch as the last frame (none for epoch 0)."""
+    _check_int("epoch", epoch, MAX_EPOCH)
+    _check_int("sender", sender, MAX_U16)
+    if epoch:
+        frames.append(_EPOCH.pack(sender, epoch))
+    return frames
+
+
+def _epoch(frames: Sequence[bytes], count: int) -> tuple[int, int]:
+    """The (epoch, sender) of a message of ``count`` frames without them: (0, the
+    supervisor) if absent."""
+    if len(frames) == count + 1:
+        sender, epoch = _unpack(_EPOCH, frames[count])
+        if epoch == 0:
+            raise WireError("bad_epoch", "an epoch frame holds 0")
+        return epoch, sender
+    _expect_frames(frames, count)
+    return 0, SUPERVISOR_ORIGIN
 
 
 def encode_stats(worker: int, values: Mapping[str, JsonScalar]) -> list[bytes]:
@@ -170,16 +207,16 @@ def decode(frames: Sequence[bytes]) -> Message:
             raise WireError("frame_too_large", f"{len(frame)} bytes")
     kind = frames[0]
     if kind == KIND_BATCH:
-        _expect_frames(frames, 3)
+        epoch, sender = _epoch(frames, 3)
         origin, seq = _unpack(_BATCH_HEAD, frames[1])
-        return Batch(origin, seq, tuple(decode_records(frames[2])))
+        return Batch(origin, seq, tuple(decode_records(frames[2])), epoch, sender)
     if kind == KIND_ADMIT:
-        _expect_frames(frames, 3)
+        epoch, sender = _epoch(frames, 3)
         origin, seq, part, parts = _unpack_part(frames[1])
-        return Admit(origin, seq, part, parts, tuple(decode_records(frames[2])))
+        return Admit(origin, seq, part, parts, tuple(decode_records(frames[2])), epoch, sender)
     if kind == KIND_ACK:
-        _expect_frames(frames, 2)
-        return Ack(*_unpack_part(frames[1]))
+        epoch, sender = _epoch(frames, 2)
+        return Ack(*_unpack_part(frames[1]), epoch, sender)
     if kind == KIND_STATS:
         _expect_frames(frames, 3)
         (worker,) = _unpack(_WORKER, frames[1])
@@ -270,10 +307,12 @@ def record_routes(frame: bytes) -> list[tuple[str, bytes]]:
 
 
 def encode_admit_data(
-    origin: int, seq: int, part: int, parts: int, records: Sequence[bytes]
+    origin: int, seq: int, part: int, parts: int, records: Sequence[bytes], epoch: int = 0,
+    sender: int = SUPERVISOR_ORIGIN,
 ) -> list[bytes]:
     """An ADMIT of records already in byte form (from :func:`decode_batch_routes`)."""
-    return [KIND_ADMIT, _part_head(origin, seq, part, parts), _frame(records)]
+    return _with_epoch([KIND_ADMIT, _part_head(origin, seq, part, parts), _frame(records)],
+                       epoch, sender)
 
 
 def _frame(records: Sequence[bytes]) -> bytes:

@@ -159,7 +159,7 @@ def verify_store(
 
 def verify_data_dir(
     data_dir: Path, owner: Owner | None = None, *, limit: int = 100, procs: int | None = None,
-    session_ids: Sequence[str] = (),
+    session_ids: Sequence[str] = (), workers: range | None = None,
 ) -> dict[int, Report]:
     """Check every ``worker-NN`` store under ``data_dir``, by worker id.
 
@@ -168,13 +168,14 @@ def verify_data_dir(
     URLs in two workers is still reported, in the report of the later one.
     ``procs`` is the number of workers the data directory's ring names: a store
     of one of them that is missing (or has lost its ``data.mdb``) is reported,
-    since the worker would start empty and fetch its hosts' pages again.
+    since the worker would start empty and fetch its hosts' pages again. ``workers``
+    narrows that to the ids one machine of a cluster runs (its slice of the ring).
     """
     dd = DataDir(data_dir)
     found = dd.workers()
     reports: dict[int, Report] = {}
     present = {worker_id for worker_id, d in found if (d / "data.mdb").exists()}
-    for worker_id in range(procs or 0):
+    for worker_id in range(procs or 0) if workers is None else workers:
         if worker_id not in present:
             report = reports[worker_id] = Report(dd.worker(worker_id), limit)
             report.add(f"the store of worker {worker_id} is missing "

@@ -268,9 +268,13 @@ class Curve:
         sock.curve_publickey = self._public
         sock.curve_server = True
 
-    def connect(self, sock: zmq.Socket[Any]) -> None:
-        """Make ``sock`` a CURVE client of the hive; call before ``connect``."""
+    def connect(self, sock: zmq.Socket[Any], server: bytes | None = None) -> None:
+        """Make ``sock`` a CURVE client of the hive; call before ``connect``. ``server`` is
+        the public key of the server it reaches when not the hive's own (another machine
+        of a cluster)."""
         self.client.apply(sock)
+        if server is not None:
+            sock.curve_serverkey = server
 
     def close(self) -> None:
         """Stop the authenticator (a server socket left open then refuses everyone)."""

@@ -38,11 +38,19 @@ Policy:
   PUSH socket: linger 0 (a stopping process does not wait on a dead peer) and
   an explicit send high-water mark (senders use NOBLOCK and handle a full one).
 - **IPv6 when the address is.** A ``tcp://[...]`` socket gets ``zmq.IPV6``.
+- **A cluster's workers are peers elsewhere.** A machine of a cluster
+  (``hive start --cluster``, hive/procs/cluster_plan.py) derives its own
+  splitter, supervisor and control addresses as above, but every worker's
+  inbox, its own and the other machines', comes from the recipe's ``peers``
+  table: the address and the CURVE server public key of each (public keys
+  travel; secret ones never do), so a sender authenticates each machine it
+  reaches by that machine's own server key.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -154,7 +162,7 @@ class Endpoints:
     ``keys`` is the hive's CURVE key directory, or None for plain sockets.
     """
 
-    __slots__ = ("transport", "run_dir", "host", "base_port", "keys")
+    __slots__ = ("transport", "run_dir", "host", "base_port", "keys", "peers")
 
     def __init__(self, run_dir: Path, keys: Path | None = None) -> None:
         if not run_dir.is_absolute():
@@ -171,10 +179,15 @@ class Endpoints:
         self.host = ""
         self.base_port = 0
         self.keys = keys
+        self.peers: dict[int, tuple[str, str]] = {}
 
     @classmethod
-    def tcp(cls, base_port: int, host: str = LOOPBACK, keys: Path | None = None) -> Endpoints:
-        """Addresses on ``host`` from ``base_port`` up; a host with a colon is IPv6."""
+    def tcp(cls, base_port: int, host: str = LOOPBACK, keys: Path | None = None,
+            peers: Mapping[int, tuple[str, str]] | None = None) -> Endpoints:
+        """Addresses on ``host`` from ``base_port`` up; a host with a colon is IPv6.
+
+        ``peers`` (a cluster's machine) names every worker's inbox and its CURVE server
+        public key (Z85 text): worker ``i``'s address is then ``peers[i][0]``."""
         if isinstance(base_port, bool) or not isinstance(base_port, int):
             raise ValueError(f"endpoints: base_port must be an integer, got {base_port!r}")
         if not 1 <= base_port <= MAX_PORT - _PORTS_BEFORE_WORKERS:
@@ -188,6 +201,15 @@ class Endpoints:
         self.host = host
         self.base_port = base_port
         self.keys = keys
+        self.peers = {}
+        for worker, (address, key) in (peers or {}).items():
+            if not (isinstance(worker, int) and 0 <= worker < MAX_PROCS) or not (
+                    isinstance(address, str) and address.startswith("tcp://")
+                    and isinstance(key, str)):
+                raise ValueError(f"endpoints: bad peer {worker!r}: {address!r}")
+            self.peers[worker] = (address, key)
+        if self.peers and keys is None:
+            raise ValueError("endpoints: a cluster's peers need CURVE keys")
         return self
 
     @property
@@ -199,7 +221,7 @@ class Endpoints:
         """The same addresses, served and reached with the CURVE keys in ``keys``."""
         if self.run_dir is not None:
             return Endpoints(self.run_dir, keys)
-        return Endpoints.tcp(self.base_port, self.host, keys)
+        return Endpoints.tcp(self.base_port, self.host, keys, self.peers)
 
     def curve(self, ctx: zmq.Context[Any]) -> Curve | None:
         """This process's CURVE for the recipe's keys (None without keys)."""
@@ -226,18 +248,30 @@ class Endpoints:
             raise ValueError(f"endpoints: worker id must be an integer, got {worker_id!r}")
         if not 0 <= worker_id < MAX_PROCS:
             raise ValueError(f"endpoints: worker id out of range: {worker_id}")
+        if self.peers:
+            if worker_id not in self.peers:
+                raise ValueError(f"endpoints: worker {worker_id} is no peer of this cluster")
+            return self.peers[worker_id][0]
         port = self.base_port + _PORTS_BEFORE_WORKERS + worker_id
         if self.transport == "tcp" and port > MAX_PORT:
             raise ValueError(f"endpoints: no port for worker {worker_id} above {self.base_port}")
         return self._address(f"worker-{worker_id}.in", _PORTS_BEFORE_WORKERS + worker_id)
 
-    def to_dict(self) -> dict[str, str | int]:
+    def server_key(self, worker_id: int) -> bytes | None:
+        """Worker ``worker_id``'s CURVE server public key when it is a cluster's peer (None:
+        the hive's own server key)."""
+        peer = self.peers.get(worker_id)
+        return peer[1].encode() if peer is not None and peer[1] else None
+
+    def to_dict(self) -> dict[str, Any]:
         """The recipe, for ``hive.json``; :meth:`from_dict` reverses it."""
-        data: dict[str, str | int]
+        data: dict[str, Any]
         if self.run_dir is not None:
             data = {"transport": "ipc", "run_dir": str(self.run_dir)}
         else:
             data = {"transport": "tcp", "host": self.host, "base_port": self.base_port}
+            if self.peers:
+                data["peers"] = {str(i): list(peer) for i, peer in sorted(self.peers.items())}
         if self.keys is not None:
             data["keys"] = str(self.keys)
         return data
@@ -257,10 +291,10 @@ class Endpoints:
             run_dir = data["run_dir"]
             if isinstance(run_dir, str) and run_dir:
                 return cls(Path(run_dir), key_path)
-        elif transport == "tcp" and fields == {"transport", "host", "base_port"}:
+        elif transport == "tcp" and fields - {"peers"} == {"transport", "host", "base_port"}:
             host, base_port = data["host"], data["base_port"]
             if isinstance(host, str) and isinstance(base_port, int):
-                return cls.tcp(base_port, host, key_path)
+                return cls.tcp(base_port, host, key_path, _peers(data.get("peers", {})))
         raise ValueError(f"endpoints: not a recorded recipe: {dict(data)!r}")
 
     def _address(self, name: str, offset: int) -> str:
@@ -275,13 +309,26 @@ class Endpoints:
         return self.to_dict() == other.to_dict()
 
     def __hash__(self) -> int:
-        return hash(tuple(self.to_dict().items()))
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
 
     def __repr__(self) -> str:
         keys = f", keys=Path({str(self.keys)!r})" if self.keys is not None else ""
         if self.run_dir is not None:
             return f"Endpoints(Path({str(self.run_dir)!r}){keys})"
         return f"Endpoints.tcp({self.base_port}, {self.host!r}{keys})"
+
+
+def _peers(data: object) -> dict[int, tuple[str, str]]:
+    """A recorded peers table back as :meth:`Endpoints.tcp` takes it."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"endpoints: bad peers table: {data!r}")
+    peers: dict[int, tuple[str, str]] = {}
+    for worker, peer in data.items():
+        if not (isinstance(worker, str) and worker.isdigit() and isinstance(peer, list)
+                and len(peer) == 2 and all(isinstance(p, str) for p in peer)):
+            raise ValueError(f"endpoints: bad peer {worker!r}: {peer!r}")
+        peers[int(worker)] = (peer[0], peer[1])
+    return peers
 
 
 def use_ipv6(sock: zmq.Socket[Any], endpoint: str) -> None:
@@ -321,11 +368,13 @@ def incoming(sock: zmq.Socket[bytes], limit: int) -> Iterator[list[bytes]]:
 
 
 def push(
-    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, curve: Curve | None = None
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, curve: Curve | None = None,
+    server: bytes | None = None,
 ) -> zmq.Socket[bytes]:
     """A PUSH socket connected to ``endpoint`` (linger 0, send high-water mark SEND_HWM).
 
-    With ``curve`` it is a CURVE client holding the hive's client key; without,
+    With ``curve`` it is a CURVE client holding the hive's client key (and
+    expecting ``server``'s public key, by default the hive's own); without,
     ``endpoint`` must be local (``ValueError`` otherwise).
     """
     _refuse_clear(endpoint, curve)
@@ -333,7 +382,7 @@ def push(
     _prepare(sock, endpoint)
     sock.setsockopt(zmq.SNDHWM, SEND_HWM)
     if curve is not None:
-        curve.connect(sock)
+        curve.connect(sock, server)
     sock.connect(endpoint)
     return sock
 

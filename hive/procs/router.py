@@ -52,7 +52,8 @@ class Router:
         self.overflow_bytes = overflow_bytes
         self.held = 0  # bytes in the overflow queues
         self.peers: dict[int, zmq.Socket[bytes]] = {
-            worker: push(ctx, endpoints.worker(worker), curve) for worker in range(ring.procs)}
+            worker: push(ctx, endpoints.worker(worker), curve, endpoints.server_key(worker))
+            for worker in range(ring.procs)}
         self.peers[SUPERVISOR] = push(ctx, endpoints.supervisor, curve)
         self.overflow: dict[int, deque[list[bytes]]] = {peer: deque() for peer in self.peers}
         self.counts = {f"{prefix}/{name}": 0 for name in ("batches", "parts", "acks", "shed",
@@ -74,12 +75,15 @@ class Router:
             self.held -= _size(queue.popleft())
             self.counts[self._count["shed"]] += 1
 
-    def ack(self, origin: int, seq: int, part: int, parts: int) -> None:
-        """Tell ``origin`` its part of batch ``seq`` is admitted (committed)."""
+    def ack(self, origin: int, seq: int, part: int, parts: int, epoch: int = 0,
+            sender: int = SUPERVISOR) -> None:
+        """Tell ``origin`` its part of batch ``seq`` is admitted (committed); ``epoch`` is
+        the machine's of worker ``sender`` in a cluster (hive/procs/fence.py), else 0."""
         self.counts[self._count["acks"]] += 1
-        self.send(origin, wire.encode_ack(origin, seq, part, parts))
+        self.send(origin, wire.encode_ack(origin, seq, part, parts, epoch, sender))
 
-    def split(self, origin: int, seq: int, routes: list[tuple[str, bytes]]) -> None:
+    def split(self, origin: int, seq: int, routes: list[tuple[str, bytes]],
+              epoch: int = 0) -> None:
         """Cut a batch into one ADMIT per owner, its records passed on as bytes."""
         self.counts[self._count["batches"]] += 1
         groups: dict[int, list[bytes]] = {}
@@ -88,7 +92,8 @@ class Router:
             groups.setdefault(owner(host), []).append(data)
         parts = len(groups)
         for part, (peer, records) in enumerate(sorted(groups.items())):
-            self.send(peer, wire.encode_admit_data(origin, seq, part, parts, records))
+            self.send(peer, wire.encode_admit_data(origin, seq, part, parts, records, epoch,
+                                                   origin))
         self.counts[self._count["parts"]] += parts
 
     def flush(self) -> bool:

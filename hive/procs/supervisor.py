@@ -111,6 +111,13 @@ class Supervisor:
         self.data_dir = data_dir
         self.dd = DataDir(data_dir)
         self.procs = procs
+        # The ids of this supervisor's workers, and how many the ring has: the same on one
+        # machine; a cluster's machine (hive/procs/cluster_machine.py) runs a slice of them.
+        self.workers = range(procs)
+        self.ring_procs = procs
+        # Whether the end of the batch stops this hive: a cluster's machine only reports it.
+        self.batch_end_stops = True
+        self.quiet = False
         self.seeds = list(seeds)
         self.max_pages = max_pages
         self.recreate_missing = recreate_missing
@@ -151,13 +158,25 @@ class Supervisor:
             undo.pop_all()
         log.info("hive %s started on %s with %d workers", __version__, self.data_dir, self.procs)
 
-    def _open(self, undo: contextlib.ExitStack) -> None:
-        previous = self.dd.read_state()
+    def _check(self, previous: dict[str, Any] | None) -> None:
+        """Check the stores before any child starts, resizing them to a changed ring."""
         check_stores(self.dd, self.procs, previous, recreate_missing=self.recreate_missing)
         self.ring = start_ring(self.cfg, self.procs, previous)
         self.resized = resize_if_changed(self.data_dir, self.cfg, self.procs, previous)
         if self.resized is not None:
             log.info("%s", self.resized.summary())
+
+    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], object]]:
+        """The control requests this supervisor answers, by name."""
+        return {
+            "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
+            "add_answer": lambda request: add_answer(request, self.stats.reports.values()),
+            "deny_answer": lambda request: deny_answer(
+                request, self.stats.reports.values(), self.procs),
+        }
+
+    def _open(self, undo: contextlib.ExitStack) -> None:
+        self._check(self.dd.read_state())
         self.endpoints = endpoints = self._endpoints()
         if endpoints.run_dir is not None:
             undo.callback(remove_run_dir, endpoints.run_dir)
@@ -166,12 +185,8 @@ class Supervisor:
         self.curve = endpoints.curve(self.ctx)
         if self.curve is not None:
             undo.callback(self.curve.close)
-        self.control = ControlServer(self.ctx, endpoints.control, {
-            "status": self._status, "stop": self._stop, "add": self._add, "deny": self._deny,
-            "add_answer": lambda request: add_answer(request, self.stats.reports.values()),
-            "deny_answer": lambda request: deny_answer(
-                request, self.stats.reports.values(), self.procs),
-        }, curve=self.curve)
+        self.control = ControlServer(self.ctx, endpoints.control, self._handlers(),
+                                     curve=self.curve)
         if self.cfg.hive.metrics_port:
             # prometheus_client is imported only by a hive that serves /metrics.
             from hive.procs.metrics import serve_metrics  # noqa: PLC0415
@@ -182,8 +197,8 @@ class Supervisor:
         self.inbox = pull(self.ctx, endpoints.supervisor, self.curve,
                           max_bytes=SUPERVISOR_INBOX_BYTES)
         self.splitter = push(self.ctx, endpoints.splitter, self.curve)
-        self.commands = [push(self.ctx, endpoints.worker(i), self.curve)
-                         for i in range(self.procs)]
+        self.commands = [push(self.ctx, endpoints.worker(i), self.curve,
+                              endpoints.server_key(i)) for i in self.workers]
         self.store = Store(self.dd.supervisor, sync_interval=0.0)
         undo.callback(self.store.close, 0.0)
         self.outbox = Outbox(self.store, resend_after=self.cfg.hive.resend_after,
@@ -192,8 +207,8 @@ class Supervisor:
             self._put_seeds(self.seeds, time.time())
             log.info("seeds: %d admitted to the outbox", len(self.seeds))
         self.store.commit(time.time())
-        self.stats = HiveStats(range(self.procs), {
-            i: pages_done(self.dd.worker(i)) for i in range(self.procs)})
+        self.stats = HiveStats(self.workers, {
+            i: pages_done(self.dd.worker(i)) for i in self.workers})
         self.children = self._make_children(endpoints)
         for child in self.children:
             # A stop (a signal, a child that cannot start) ends the start-up at once.
@@ -235,7 +250,7 @@ class Supervisor:
         children = [Child("splitter", "splitter.log", lambda: spawn.Process(
             target=run_splitter, name="hive-splitter",
             args=(cfg_data, str(self.data_dir), ends, self._ring(), parent, failed)))]
-        for i in range(self.procs):
+        for i in self.workers:
             children.append(
                 Child(f"worker {i}", f"{self.dd.worker_name(i)}.log",
                       self._worker_starter(spawn, i), worker=i)
@@ -393,12 +408,18 @@ class Supervisor:
             if self.max_pages and self.stats.pages_this_start >= self.max_pages:
                 self.request_stop(f"--max-pages {self.max_pages} reached" + self._refused(),
                                   code=ExitCode.MAX_PAGES)
-            elif self.batch.observe(self.stats.reports, len(self.outbox)):
+            elif self._batch_ended():
                 self.request_stop(
                     "the batch ended: nothing pending or in flight anywhere" + self._refused(),
                     code=ExitCode.ENDED,
                 )
         return 0.2
+
+    def _batch_ended(self) -> bool:
+        """True when the batch ended here and that stops this hive (``quiet`` says it ended)."""
+        ended = self.batch.observe(self.stats.reports, len(self.outbox))
+        self.quiet = self.batch.quiet_rounds >= 2
+        return ended and self.batch_end_stops
 
     def _refused(self) -> str:
         """What the crawl refused, by reason and host, for the line that ends it (a site

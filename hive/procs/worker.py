@@ -95,6 +95,10 @@ _READ_AS = {
 }
 
 
+def _always() -> bool:
+    return True
+
+
 def backlog(threads: int) -> int:
     """Leases queued for ``threads`` busy fetch threads, at most."""
     return min(BACKLOG_PER_THREAD * threads, MAX_BACKLOG)
@@ -164,6 +168,9 @@ class Worker:
         self.listing_hosts: set[str] = set()
         self.in_flight = 0
         self.stopping = False
+        # Whether a URL may be leased to a fetch now (a cluster machine's lease,
+        # hive/procs/fence.py): asked before each lease, on the clock as it is then.
+        self.may_lease: Callable[[], bool] = _always
         self.disk_error = ""
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
@@ -259,7 +266,8 @@ class Worker:
             self.plan.step(self.frontier, self._owns, now)
         dispatch: list[Job] = []
         wake_at: float | None = None
-        while not self.stopping and self.in_flight + len(dispatch) < self.max_leases:
+        while not self.stopping and self.in_flight + len(dispatch) < self.max_leases \
+                and self.may_lease():
             ready = self.frontier.pop_ready(now)
             if ready.lease is None:
                 wake_at = ready.wake_at

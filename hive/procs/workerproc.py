@@ -35,6 +35,7 @@ from hive.core.ring import Ring
 from hive.core.urls import host_hash
 from hive.outcome import Kind
 from hive.procs.endpoints import Endpoints, incoming, pull, push
+from hive.procs.fence import Fence
 from hive.procs.lifecycle import (
     Lock,
     Runner,
@@ -78,6 +79,8 @@ class WorkerProcess:
         self.reports = 0
         self._next_stats = 0.0
         self.answers: dict[str, tuple[int, float]] = {}
+        # A cluster's machine is fenced (hive/procs/fence.py); a hive on one machine is not.
+        self.fence = Fence(enabled=bool(endpoints.peers))
 
     def open(self) -> None:
         dd = DataDir(self.data_dir)
@@ -96,6 +99,7 @@ class WorkerProcess:
             warc_dir=dd.warc, log_dir=dd.logs,
             on_links=self._links, ring=self.ring,
         )
+        self.worker.may_lease = lambda: self.fence.holds(time.time())
         self.outbox = Outbox(
             self.worker.frontier.store, resend_after=self.cfg.hive.resend_after,
             max_tries=self.cfg.hive.max_tries, window=self.cfg.hive.outbox_window,
@@ -117,6 +121,9 @@ class WorkerProcess:
         except wire.WireError as exc:
             self.worker.counts["wire/bad"] += 1
             log.warning("dropped a malformed message: %s", exc)
+            return
+        if isinstance(message, wire.Admit | wire.Ack) and not self.fence.accepts(
+                message.sender, message.epoch):
             return
         if isinstance(message, wire.Admit):
             if message.origin == wire.SUPERVISOR_ORIGIN:
@@ -170,6 +177,12 @@ class WorkerProcess:
         if cmd == "stop":
             log.info("worker %d: stop requested", self.worker_id)
             self.stopping = True
+        elif cmd == "fence":
+            try:
+                self.fence.update(args)
+            except ValueError as exc:
+                self.worker.counts["wire/bad_fence"] += 1
+                log.warning("worker %d: %s", self.worker_id, exc)
         elif cmd == "deny":
             frontier, ask = self.worker.frontier, args.get("id")
             for i, host in enumerate(args.get("hosts", [])):
@@ -191,12 +204,13 @@ class WorkerProcess:
         if acks:
             self.worker.frontier.commit(now)  # an admission is acknowledged once committed
             for ack in acks:
-                self.router.ack(*ack)
+                self.router.ack(*ack, self.fence.epoch, self.worker_id)
         if self.stopping:
             self.worker.stopping = True
         wait = self.worker.loop_once(now)
-        for seq, data in self.outbox.due(now):
-            self.router.split(self.worker_id, seq, wire.record_routes(data))
+        if self.fence.holds(now):
+            for seq, data in self.outbox.due(now):
+                self.router.split(self.worker_id, seq, wire.record_routes(data), self.fence.epoch)
         if self.router.flush():
             wait = 0.0
         if now >= self._next_stats:
@@ -217,6 +231,7 @@ class WorkerProcess:
         stats: dict[str, wire.JsonScalar] = dict(self.worker.stats())
         stats.update(self.outbox.counts)
         stats.update(self.router.counts)
+        stats.update(self.fence.counts)
         self._expire_answers(now)
         stats.update((key, value) for key, (value, _) in self.answers.items())
         self.reports += 1

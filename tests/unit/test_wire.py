@@ -27,6 +27,7 @@ from hive.core.wire import (
     decode,
     encode_ack,
     encode_admit,
+    encode_admit_data,
     encode_batch,
     encode_batch_data,
     encode_command,
@@ -88,6 +89,19 @@ def test_admit_round_trips() -> None:
 
 def test_ack_round_trips() -> None:
     assert decode(encode_ack(SUPERVISOR_ORIGIN, 12, 0, 1)) == Ack(SUPERVISOR_ORIGIN, 12, 0, 1)
+
+
+def test_epochs_round_trip_with_their_sender() -> None:
+    """A cluster's messages carry their sender and its machine's epoch (hive/procs/fence.py);
+    epoch 0 adds no frame, so one machine's messages are as before."""
+    data = encode_records(RECORDS)
+    assert decode(encode_ack(3, 12, 0, 1, 7, 5)) == Ack(3, 12, 0, 1, 7, 5)
+    assert decode(encode_admit_data(3, 9, 1, 2, [r.encode() for r in RECORDS], 2**32 - 1, 3)) \
+        == Admit(3, 9, 1, 2, RECORDS, 2**32 - 1, 3)
+    assert decode(encode_batch_data(3, 9, data, 4, 3)) == Batch(3, 9, RECORDS, 4, 3)
+    assert len(encode_ack(3, 12, 0, 1, 0, 5)) == 2
+    with pytest.raises(WireError):
+        encode_ack(3, 12, 0, 1, 2**32, 5)
 
 
 def test_stats_round_trip() -> None:
@@ -271,8 +285,12 @@ MALFORMED: list[tuple[str, list[bytes]]] = [
     ("unknown_kind", [b"PICKLE", b"\x80\x04"]),
     ("frame_count", [b"BATCH"]),
     ("frame_count", [b"BATCH", HEAD]),
-    ("frame_count", [b"BATCH", HEAD, records_frame(), b""]),
-    ("frame_count", [b"ACK", PART, b""]),
+    ("bad_header", [b"BATCH", HEAD, records_frame(), b""]),
+    ("bad_header", [b"ACK", PART, b""]),
+    ("frame_count", [b"BATCH", HEAD, records_frame(), struct.pack(">HI", 1, 1), b""]),
+    ("frame_count", [b"ACK", PART, struct.pack(">HI", 1, 1), b""]),
+    ("bad_epoch", [b"ADMIT", PART, records_frame(), struct.pack(">HI", 1, 0)]),
+    ("bad_epoch", [b"ACK", PART, struct.pack(">HI", 1, 0)]),
     ("frame_count", [b"COMMAND"]),
     ("bad_header", [b"BATCH", HEAD[:-1], records_frame()]),
     ("bad_header", [b"BATCH", HEAD + b"\0", records_frame()]),

@@ -1,0 +1,328 @@
+"""``hive start --cluster ADDRESS``: one hive across the machines of a Ray cluster.
+
+The driver (this module, in the ``hive start`` process) connects to the Ray
+cluster at ADDRESS (``auto``, ``ray://head:10001`` or a GCS ``host:port``), and:
+
+1. finds the machines: every live Ray node with a resource ``hive-node-<name>``
+   (given when the machine joined: ``ray start --resources``);
+2. starts the head actor (hive/procs/cluster_head.py) and one node actor per
+   machine (hive/procs/cluster_node.py), pinned by that resource; draws the plan
+   (hive/procs/cluster_plan.py: ``--procs`` workers per machine, one ring over
+   all of them, each machine's address and public keys) from what the nodes
+   describe, and hands it to the head and then to every node, which starts its
+   machine's supervisor;
+3. cuts the seeds by the ring and gives each machine the ones its workers own;
+4. runs like a supervisor: a control socket of its own in ``--data`` (so ``hive
+   status`` and ``hive stop`` work as on one machine, over every machine),
+   ``hive.json`` there, and each second it asks every machine's status and the
+   head to sweep the lapsed leases. The batch ends when every machine is quiet
+   (its workers idle, its outboxes empty) and no count moved anywhere for two
+   rounds in a row; ``--max-pages`` counts the pages of all machines; a machine
+   whose supervisor stops on an error stops the cluster with its message.
+   Exit codes are one machine's (hive/procs/lifecycle.py).
+
+A machine that is lost (Ray lost its node, or it froze past its lease) shows
+as ``down`` or ``lost`` in ``hive status``; its hosts wait, the others' outboxes
+keep its batches, and the batch cannot end without it. It resumes when it is
+back under the same name. A machine gone for good is the operator's to decide:
+``hive stop``, then restore its data directory on another machine that joins
+under its name (the stores and WARCs are all it is).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+import zmq
+
+from hive import __version__
+from hive.config import Config
+from hive.core.record import UrlRecord
+from hive.errors import HiveError
+from hive.procs.cluster_head import Head
+from hive.procs.cluster_node import Node
+from hive.procs.cluster_plan import RESOURCE_PREFIX, ClusterPlan, machine_name
+from hive.procs.control import ControlServer
+from hive.procs.endpoints import Endpoints, make_run_dir, remove_run_dir
+from hive.procs.lifecycle import ExitCode, Lock
+from hive.storage.datadir import DataDir
+
+log = logging.getLogger(__name__)
+
+POLL = 1.0
+STOP_GRACE = 90.0
+# Ray's own defaults that a crawl driver does not want: its dashboard (a web server),
+# usage statistics sent home.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
+SUMMED = ("outbox", "bad_messages")
+
+
+def machines_of(nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of the live machines among Ray's nodes (by their hive-node-* resource)."""
+    names = set()
+    for node in nodes:
+        if node.get("Alive"):
+            for resource in node.get("Resources", {}):
+                name = machine_name(resource)
+                if name is not None:
+                    names.add(name)
+    return sorted(names)
+
+
+def merge_status(statuses: Sequence[dict[str, Any]], *, data_dir: str, started: float,
+                 stopping: bool) -> dict[str, Any]:
+    """One status document over every machine's: their processes (roles named by machine),
+    their totals summed, and a ``machines`` table."""
+    processes: list[dict[str, Any]] = []
+    totals: dict[str, float] = {}
+    machines = []
+    merged: dict[str, Any] = {"outbox": 0, "bad_messages": 0}
+    top: list[dict[str, Any]] = []
+    hosts: dict[str, Any] = {}
+    for status in statuses:
+        name = status["machine"]
+        machines.append({key: status.get(key) for key in (
+            "machine", "epoch", "rejoins", "alive", "quiet", "lease_until", "exit_code",
+            "error", "lost", "data_dir")})
+        for row in status.get("processes", []):
+            processes.append({**row, "role": f"{name}: {row['role']}"})
+        for key, value in status.get("totals", {}).items():
+            if isinstance(value, int | float):
+                totals[key] = totals.get(key, 0) + value
+        for key in SUMMED:
+            merged[key] += status.get(key) or 0
+        if isinstance(status.get("hosts"), dict):
+            hosts = {**status["hosts"], **hosts}
+            top += status["hosts"].get("top", [])
+    if hosts:
+        hosts["top"] = sorted(top, key=lambda h: -(h.get("pending") or 0))
+    return {"data_dir": data_dir, "procs": sum(1 for p in processes if "stats" in p),
+            "started": started, "stopping": stopping, "processes": processes,
+            "totals": totals, "waiting": None, "cpu_window": statuses[0].get("cpu_window", 10)
+            if statuses else 10, "fetch_total_timeout": statuses[0].get("fetch_total_timeout")
+            if statuses else None, **merged, "resize": None, "hosts": hosts or {"top": []},
+            "metrics": None, "cluster": True, "machines": machines}
+
+
+class ClusterDriver:
+    """The ``hive start --cluster`` process: a Runner role over the cluster's machines."""
+
+    def __init__(self, cfg: Config, data_dir: Path, address: str, procs: int,
+                 seeds: Sequence[UrlRecord] = (), max_pages: int = 0) -> None:
+        self.cfg = cfg
+        self.data_dir = data_dir.resolve()
+        self.dd = DataDir(self.data_dir)
+        self.address = address
+        self.procs = procs
+        self.seeds = list(seeds)
+        self.max_pages = max_pages
+        self.stopping = False
+        self.ended = ""
+        self.exit_code = ExitCode.ENDED
+        self.started = time.time()
+        self.nodes: dict[str, Any] = {}
+        self.head: Any = None
+        self.plan: ClusterPlan | None = None
+        self.last: dict[str, dict[str, Any]] = {}
+        self.book: dict[str, Any] = {}
+        self._next_poll = 0.0
+        self._quiet_rounds = 0
+        self._fingerprint: tuple[float, ...] | None = None
+        self._stop_sent = False
+        self._stop_deadline = 0.0
+        self._finished = False
+        self._totals: dict[str, float] = {}
+        self.run_dir: Path | None = None
+
+    # -- open --------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.lock = Lock(self.dd.lock, f"the hive at {self.data_dir}")
+        os.environ.update(RAY_ENV)
+        try:
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING, configure_logging=False,
+                     namespace=f"hive-{self.dd.socket_dir().name}")
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            self.lock.release()
+            raise HiveError(f"--cluster {self.address}: cannot reach the Ray cluster: "
+                            f"{exc}") from exc
+        names = machines_of(ray.nodes())  # type: ignore[no-untyped-call]
+        if not names:
+            raise HiveError(f"--cluster {self.address}: no machine has joined with a resource "
+                            f"{RESOURCE_PREFIX}<name> (ray start --resources "
+                            f"'{{\"{RESOURCE_PREFIX}a\": 1}}')")
+        cluster = self.cfg.cluster
+        self.head = ray.remote(Head).options(num_cpus=0, name="hive-head").remote(
+            cluster.lease)
+        cfg_data = self.cfg.to_dict()
+        for name in names:
+            self.nodes[name] = ray.remote(Node).options(
+                num_cpus=0, resources={RESOURCE_PREFIX + name: 1}, max_restarts=-1,
+                name=f"hive-node-{name}",
+            ).remote(self.head, name, str(self.data_dir), cfg_data)
+        described = ray.get([node.describe.remote() for node in self.nodes.values()])
+        hive = self.cfg.hive
+        try:
+            self.plan = ClusterPlan.draw(described, self.procs, hive.vnodes, hive.ring_seed,
+                                         cluster, hive.ring_key)
+        except ValueError as exc:
+            raise HiveError(str(exc)) from exc
+        ray.get(self.head.set_plan.remote(self.plan.to_dict()))
+        ray.get([node.start.remote(self.plan.to_dict()) for node in self.nodes.values()])
+        self._give_seeds()
+        self.run_dir = make_run_dir(self.dd.socket_dir())
+        self.endpoints = Endpoints(self.run_dir)
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.control = ControlServer(self.ctx, self.endpoints.control, {
+            "status": lambda request: self.status(), "stop": self._stop,
+        })
+        self.poller = zmq.Poller()
+        self.poller.register(self.control.socket, zmq.POLLIN)
+        self.dd.write_state({
+            "version": __version__, "pid": os.getpid(), "started": self.started,
+            "data_dir": str(self.data_dir), "procs": self.plan.procs,
+            "ring": {"procs": self.plan.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed},
+            "endpoints": self.endpoints.to_dict(), "pids": {},
+            "config": cfg_data, "cluster": {"address": self.address,
+                                            "plan": self.plan.to_dict()},
+        })
+        log.info("hive %s started on a cluster of %d machines (%s), %d workers", __version__,
+                 len(names), ", ".join(names), self.plan.procs)
+
+    def _give_seeds(self) -> None:
+        """Each machine gets the seeds its workers own, through its supervisor's ``add``."""
+        assert self.plan is not None
+        ring = self.plan.ring()
+        cut: dict[str, list[str]] = {}
+        for record in self.seeds:
+            owner = self.plan.machine_of(ring.owner(record.host_key))
+            cut.setdefault(owner.name, []).append(record.url)
+        ray.get([self.nodes[name].add.remote(urls) for name, urls in cut.items()])
+        log.info("seeds: %d given to %d machines", len(self.seeds), len(cut))
+
+    # -- control -----------------------------------------------------------------------
+
+    def _stop(self, request: dict[str, Any]) -> object:
+        now = bool(request.get("now"))
+        self.request_stop("stopped by hive stop" + (" --now" if now else ""), now=now)
+        return {"stopping": True}
+
+    def signalled(self, why: str, now: bool) -> None:
+        self.request_stop(why, now=now)
+
+    def request_stop(self, why: str, now: bool = False,
+                     code: ExitCode = ExitCode.STOPPED) -> None:
+        if not self.stopping:
+            (log.error if code == ExitCode.ERROR else log.info)("stopping: %s", why)
+            self.ended, self.exit_code = why, code
+        self.stopping = True
+        if now or not self._stop_sent:
+            self._stop_sent = True
+            self._stop_deadline = time.monotonic() + STOP_GRACE
+            for node in self.nodes.values():
+                node.stop.remote(now)
+
+    def status(self) -> dict[str, Any]:
+        statuses = [self.last.get(name, {"machine": name, "alive": False})
+                    for name in sorted(self.nodes)]
+        for status in statuses:
+            standing = self.book.get(status["machine"], {})
+            status["lost"] = standing.get("lost", False)
+        return merge_status(statuses, data_dir=str(self.data_dir), started=self.started,
+                            stopping=self.stopping)
+
+    def totals(self) -> dict[str, float]:
+        """The machines' totals summed, as of the last poll that heard from every one."""
+        return self._totals
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        """Every machine's status (a machine out of reach keeps its last, marked down) and
+        the head's sweep of lapsed leases."""
+        names = sorted(self.nodes)
+        refs = {name: self.nodes[name].status.remote() for name in names}
+        sweep = self.head.sweep.remote()
+        for name, ref in refs.items():
+            try:
+                self.last[name] = ray.get(ref, timeout=2 * POLL + 5)
+            except Exception as exc:  # noqa: BLE001 - an actor out of reach is down
+                self.last[name] = {**self.last.get(name, {}), "machine": name, "alive": False,
+                                   "error": f"{type(exc).__name__}"}
+        try:
+            self.book = ray.get(sweep, timeout=5)
+        except Exception:  # noqa: BLE001 - the head out of reach: nothing new to say
+            log.warning("the head did not answer its sweep")
+
+    def loop_once(self, now: float) -> float:
+        self.control.handle_ready()
+        if now < self._next_poll:
+            return min(0.2, self._next_poll - now)
+        self._next_poll = now + POLL
+        self._poll()
+        if self.stopping:
+            self._finished = all(
+                s.get("exit_code") is not None for s in self.last.values()
+            ) or time.monotonic() > self._stop_deadline
+            return 0.2
+        for name, status in self.last.items():
+            code = status.get("exit_code")
+            if code is not None and not status.get("alive"):
+                self.request_stop(f"machine {name} stopped (exit code {code}): see "
+                                  f"{status.get('data_dir') or 'its data directory'}/logs",
+                                  code=ExitCode.ERROR)
+                return 0.2
+        totals = self.status()["totals"]
+        if all(s.get("totals") for s in self.last.values()):
+            self._totals = totals
+        if self.max_pages and totals.get("pages_this_start", 0) >= self.max_pages:
+            self.request_stop(f"--max-pages {self.max_pages} reached", code=ExitCode.MAX_PAGES)
+        elif self._batch_ended(totals):
+            self.request_stop("the batch ended: nothing pending or in flight anywhere",
+                              code=ExitCode.ENDED)
+        return 0.2
+
+    def _batch_ended(self, totals: dict[str, float]) -> bool:
+        """Every machine up, quiet and unlost, and no count moved, two rounds in a row."""
+        statuses = [self.last.get(name, {}) for name in self.nodes]
+        quiet = all(s.get("alive") and s.get("quiet") and not self.book.get(
+            s.get("machine", ""), {}).get("lost") for s in statuses)
+        fingerprint = tuple(totals.get(k, 0) for k in (
+            "frontier/admitted", "fetched", "frontier/pending")) + (
+            sum(s.get("outbox") or 0 for s in statuses),)
+        if not quiet or fingerprint != self._fingerprint:
+            self._quiet_rounds = 0
+        else:
+            self._quiet_rounds += 1
+        self._fingerprint = fingerprint
+        return self._quiet_rounds >= 2
+
+    def wait(self, seconds: float) -> None:
+        self.poller.poll(max(int(seconds * 1000), 0))
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            try:
+                ray.get(node.shutdown.remote(), timeout=STOP_GRACE)
+            except Exception:  # noqa: BLE001 - a node already gone has nothing to stop
+                log.warning("a machine did not shut down in time")
+        ray.shutdown()
+        self.control.close()
+        self.ctx.term()
+        self.dd.update_state(pid=None, ended=self.ended, stopped=time.time())
+        if self.run_dir is not None:
+            remove_run_dir(self.run_dir)
+        self.lock.release()
+        log.info("cluster hive stopped: %s", self.ended or "stopped")

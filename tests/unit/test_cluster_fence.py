@@ -1,0 +1,64 @@
+"""The fence of a cluster's machine (hive/procs/fence.py) and the recipe of its peers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hive.core import wire
+from hive.procs.endpoints import Endpoints
+from hive.procs.fence import Fence
+
+
+def test_one_machine_is_not_fenced() -> None:
+    fence = Fence(enabled=False)
+    assert fence.holds(1e12) and fence.accepts(3, 0) and fence.accepts(3, 1)
+    assert not fence.counts
+
+
+def test_a_cluster_worker_takes_nothing_before_its_first_fence() -> None:
+    fence = Fence(enabled=True)
+    assert not fence.holds(0.0)
+    assert not fence.accepts(1, 1)
+    assert fence.accepts(wire.SUPERVISOR_ORIGIN, 0)  # its own machine's seeds
+    assert fence.counts["fence/unfenced"] == 1
+
+
+def test_the_lease_holds_until_its_end_and_old_epochs_are_refused() -> None:
+    fence = Fence(enabled=True)
+    fence.update({"until": 100.0, "epoch": 2, "epochs": [2, 2, 5, 5]})
+    assert fence.holds(99.9) and not fence.holds(100.0)
+    assert fence.accepts(0, 2) and fence.accepts(2, 5) and fence.accepts(2, 6)
+    assert not fence.accepts(2, 4)  # worker 2's machine rejoined as epoch 5: 4 is its old self
+    assert not fence.accepts(4, 5)  # no such worker
+    assert fence.counts["fence/stale"] == 2
+    # A grant older than the one held (a late reply) changes nothing.
+    fence.update({"until": 200.0, "epoch": 1, "epochs": [1, 1, 1, 1]})
+    assert fence.until == 100.0 and fence.counts["fence/stale_grant"] == 1
+
+
+@pytest.mark.parametrize("args", [
+    {}, {"until": 1.0, "epoch": 0, "epochs": []}, {"until": float("nan"), "epoch": 1,
+                                                  "epochs": []},
+    {"until": 1.0, "epoch": 1, "epochs": [-1]}, {"until": "1", "epoch": 1, "epochs": []},
+])
+def test_a_bad_fence_is_refused(args: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="bad fence"):
+        Fence(enabled=True).update(args)
+
+
+def test_a_cluster_recipe_names_each_peer_and_its_server_key(tmp_path: Path) -> None:
+    peers = {0: ("tcp://127.0.0.1:17103", "k" * 40), 1: ("tcp://127.0.0.2:17203", "j" * 40)}
+    ends = Endpoints.tcp(17100, "127.0.0.1", tmp_path, peers)
+    assert ends.worker(1) == "tcp://127.0.0.2:17203" and ends.server_key(1) == b"j" * 40
+    assert ends.control == "tcp://127.0.0.1:17102"
+    assert Endpoints.from_dict(ends.to_dict()) == ends
+    assert hash(Endpoints.from_dict(ends.to_dict())) == hash(ends)
+    with pytest.raises(ValueError, match="no peer"):
+        ends.worker(2)
+    with pytest.raises(ValueError, match="need CURVE keys"):
+        Endpoints.tcp(17100, "127.0.0.1", None, peers)
+    with pytest.raises(ValueError, match="bad peer"):
+        Endpoints.from_dict({**ends.to_dict(), "peers": {"x": ["tcp://a:1", ""]}})
+    assert Endpoints.tcp(17100).server_key(0) is None
