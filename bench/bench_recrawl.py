@@ -1,7 +1,7 @@
 """Crawl again: a recrawl against a full crawl of the same site, and change-rate order
 against plain order when the recrawl is cut short.
 
-    python bench/bench_recrawl.py [--pages 1000] [--cut 0.3] [--seed 7]
+    python bench/bench_recrawl.py [--pages 1000] [--cut 0.3] [--seed 7] [--repeat 3]
 
 **The site.** Debian's nginx serves a generated site of ``--pages`` pages (about 6 KB of
 text each) on 127.0.0.4: an index, sections of 20 pages, each page linking five others.
@@ -25,7 +25,9 @@ state of the site, one after the other:
   found is counted over the first ``--cut`` of the pages it fetched (its crawl log's
   lines, in the order written), the same for both orders.
 
-Each row: requests and bytes nginx sent (its access log: ``$bytes_sent``, headers
+The full crawl and the whole recrawl run ``--repeat`` times, alternating, and their rows
+give the median CPU, with the median of the pairs' ratios above the table. Each row:
+requests and bytes nginx sent (its access log: ``$bytes_sent``, headers
 included), hive's CPU seconds (every process of the crawl, ``getrusage`` of the
 children, the plan's making included and shown apart: it is made in a process of its own,
 as ``hive start --recrawl-from`` makes it before the hive starts), and of the pages the
@@ -45,6 +47,7 @@ import random
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,6 +201,13 @@ def crawl(site: Site, tmp: Path, config: Path, name: str, *extra: str) -> tuple[
     return data, Row(name, requests, sent, cpu)
 
 
+def median_row(name: str, rows: list[Row]) -> Row:
+    """One row of runs alike but for their CPU: its median (and its plan's)."""
+    found = [row.found for row in rows if row.found is not None]
+    return Row(name, rows[0].requests, rows[0].sent, statistics.median(r.cpu for r in rows),
+               found[0] if found else None, statistics.median(r.plan_cpu for r in rows))
+
+
 def plan(tmp: Path, name: str, source: Path) -> float:
     """Make the plan of a recrawl from ``source`` in its data directory, as ``hive start
     --recrawl-from`` would (which then finds it made); the CPU seconds it took."""
@@ -232,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--cut", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="alternating runs of the full crawl and the whole recrawl")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hive-recrawl-") as name:
         tmp = Path(name)
@@ -252,10 +264,19 @@ def main(argv: list[str] | None = None) -> int:
             crawl2, _ = crawl(site, tmp, config, "crawl2", "--recrawl-from", str(crawl1))
             changed = site.epoch(3)
             cut = str(int(args.cut * args.pages))
-            rows = [crawl(site, tmp, config, "full")[1]]
+            # The full crawl and the whole recrawl alternate --repeat times: CPU seconds on
+            # a shared machine move by 10-25 % between identical runs.
+            fulls: list[Row] = []
+            recrawls: list[Row] = []
+            for k in range(args.repeat):
+                fulls.append(crawl(site, tmp, config, f"full{k}")[1])
+                planning = plan(tmp, f"recrawl{k}", crawl2)
+                data, row = crawl(site, tmp, config, f"recrawl{k}", "--recrawl-from", str(crawl2))
+                row.plan_cpu, row.cpu = planning, row.cpu + planning
+                row.found = found(config, data, changed) if k == 0 else None
+                recrawls.append(row)
+            rows = [median_row("full", fulls), median_row("recrawl", recrawls)]
             for label, extra in (
-                ("recrawl", ()),
-                (f"cut at {args.cut:.0%}, change rate", ("--max-pages", cut)),
                 (f"cut at {args.cut:.0%}, plain", ("--max-pages", cut, "-s",
                                                    'recrawl.order="plain"')),
             ):
@@ -268,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             site.stop()
     print(f"{args.pages} pages, {len(changed)} changed in the last epoch (seed {args.seed})")
+    ratios = sorted(r.cpu / f.cpu for f, r in zip(fulls, recrawls, strict=True))
+    alone = sorted((r.cpu - r.plan_cpu) / f.cpu for f, r in zip(fulls, recrawls, strict=True))
+    print(f"recrawl / full CPU, median of {args.repeat} alternating pairs: "
+          f"{statistics.median(ratios):.2f} (its crawl alone, the plan aside: "
+          f"{statistics.median(alone):.2f}; pairs {', '.join(f'{x:.2f}' for x in ratios)})")
     print(f"{'crawl':<28}{'requests':>10}{'MB sent':>10}{'CPU s':>8}{'(plan)':>8}"
           f"{'changes found':>15}")
     for row in rows:
