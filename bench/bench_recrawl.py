@@ -3,8 +3,9 @@ against plain order when the recrawl is cut short.
 
     python bench/bench_recrawl.py [--pages 1000] [--cut 0.3] [--seed 7] [--repeat 3]
 
-**The site.** Debian's nginx serves a generated site of ``--pages`` pages (about 6 KB of
-text each) on 127.0.0.4: an index, sections of 20 pages, each page linking five others.
+**The site.** Debian's nginx serves a generated site of ``--pages`` pages (about 20 KB of
+text each, near the median HTML page's size) on 127.0.0.4: an index, sections of 20
+pages, each page linking ten others.
 nginx answers conditional requests as any static server does (``ETag`` of time and
 size, ``Last-Modified``). Each page has a change rate drawn once (seed ``--seed``): half
 never change, 30 % change at 0.1 an epoch, 20 % at 1.0 an epoch (a Poisson process: an
@@ -59,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "127.0.0.4"
 HOST = "site.recrawl.test"
 SECTION = 20
-LINKS = 5
+LINKS = 10
 RATES = ((0.5, 0.0), (0.3, 0.1), (0.2, 1.0))  # (share of pages, changes an epoch)
 
 
@@ -96,7 +97,7 @@ class Site:
         section = page // SECTION
         links = "".join(f'<li><a href="/s{other // SECTION}/p{other}.html">page {other}</a>'
                         for other in self.links[page])
-        words = " ".join(f"w{(page * 7919 + i * self.version[page]) % 9973}" for i in range(900))
+        words = " ".join(f"w{(page * 7919 + i * self.version[page]) % 9973}" for i in range(3000))
         path = self.root / f"s{section}" / f"p{page}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"<!DOCTYPE html><html><head><title>Page {page}</title></head><body>"
@@ -277,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 recrawls.append(row)
             rows = [median_row("full", fulls), median_row("recrawl", recrawls)]
             for label, extra in (
+                (f"cut at {args.cut:.0%}, change rate", ("--max-pages", cut)),
                 (f"cut at {args.cut:.0%}, plain", ("--max-pages", cut, "-s",
                                                    'recrawl.order="plain"')),
             ):
