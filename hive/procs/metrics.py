@@ -82,6 +82,8 @@ LABELLED = (
      "cookies/refused/"),
     ("hive_cookies_dropped", "Cookies dropped to fit a bound, by bound.", "bound",
      "cookies/dropped/"),
+    ("hive_changes", "A recrawl's fetches by what changed since the prior crawls (new, "
+     "changed, unchanged, gone, moved).", "change", "changes/"),
 )
 HOST_STATES = ("bound", "ready", "waiting", "parked")
 

@@ -128,3 +128,13 @@ def test_a_recrawls_not_modified_pages_count_as_pages() -> None:
     stats.take(WorkerReport(0, 1, False, 0.0, 0.0, {"frontier/done/ok": 5,
                                                       "frontier/done/not_modified": 4}))
     assert stats.pages_this_start == 6
+
+
+def test_a_recrawls_changes_are_a_metric() -> None:
+    collector = HiveCollector()
+    collector.publish(MetricsSnapshot(time=1.0, reports={
+        0: {"changes/changed": 3, "changes/unchanged": 40}, 1: {"changes/gone": 1}}))
+    family = next(f for f in collector.collect() if f.name == "hive_changes")
+    assert sorted((s.labels["worker"], s.labels["change"], s.value) for s in family.samples
+                  if s.name == "hive_changes_total") == [
+        ("0", "changed", 3.0), ("0", "unchanged", 40.0), ("1", "gone", 1.0)]
