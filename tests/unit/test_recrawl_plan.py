@@ -1,8 +1,14 @@
 """hive.export.recrawl: what a plan line takes from a capture, its crawl-log line and its
-record's heads."""
+record's heads, and how a crawl's captures join the history."""
 
 from __future__ import annotations
 
+import sqlite3
+
+import pytest
+
+from hive.core.prior import Prior
+from hive.export import recrawl
 from hive.export.captures import Row
 from hive.export.records import Record
 from hive.export.recrawl import MAX_HEAD, MAX_VALIDATOR, _prior
@@ -52,3 +58,29 @@ def test_what_is_too_long_is_not_kept() -> None:
         {"warc-date": "d", "warc-record-id": "i"},
         ("ETag: " + "x" * (MAX_VALIDATOR + 1), "X-Big: " + "y" * MAX_HEAD)))
     assert prior.etag == "" and prior.head == "" and prior.kind == "s"
+
+
+def test_a_crawls_captures_merge_into_the_history_a_batch_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(recrawl, "MERGE_BATCH", 2)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE plan (url TEXT PRIMARY KEY, prior TEXT)")
+    db.execute("CREATE TABLE crawl (url TEXT PRIMARY KEY, prior TEXT)")
+    before = {f"http://a.test/{i}": Prior(f"http://a.test/{i}", digest="sha1:A", status=200,
+                                           last=100.0) for i in range(5)}
+    for url, prior in before.items():
+        db.execute("INSERT INTO plan VALUES (?, ?)", (url, prior.encode().decode()))
+    now = [Prior(f"http://a.test/{i}", digest="sha1:B" if i % 2 else "sha1:A", status=200,
+                 last=160.0) for i in range(7)]
+    for prior in now:
+        db.execute("INSERT INTO crawl VALUES (?, ?)", (prior.url, prior.encode().decode()))
+    recrawl._merge(db)
+    plan = {url: Prior.decode(text) for url, text in db.execute("SELECT * FROM plan")}
+    assert len(plan) == 7
+    for i in range(7):
+        prior = plan[f"http://a.test/{i}"]
+        if i < 5:
+            assert (prior.seen, prior.changed, prior.span) == (2, i % 2, 60.0), i
+        else:
+            assert (prior.seen, prior.changed, prior.span) == (1, 0, 0.0), i
