@@ -69,6 +69,14 @@ class FrontierConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PriorityConfig:
+    inlink_levels: float
+    scorer: str
+    scorer_timeout: float
+    score_levels: float
+
+
+@dataclass(frozen=True, slots=True)
 class PolitenessConfig:
     delay_factor: float
     min_delay: float
@@ -239,6 +247,7 @@ class ClusterConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     frontier: FrontierConfig
+    priority: PriorityConfig
     politeness: PolitenessConfig
     fetch: FetchConfig
     dns: DnsConfig
@@ -420,6 +429,7 @@ def _check_whole(cfg: Config) -> None:
         raise ConfigError(f"sitemaps.base_level: must be at most frontier.levels "
                           f"({cfg.frontier.levels}), got {cfg.sitemaps.base_level}")
     load_object("frontier.prioritizer", cfg.frontier.prioritizer)
+    _check_priority(cfg.priority)
     if cfg.warc.gzip_level not in GZIP_LEVELS:
         raise ConfigError(
             f"warc.gzip_level: must be 0..{GZIP_LEVELS[-1]} (ISA-L's levels), "
@@ -430,6 +440,16 @@ def _check_whole(cfg: Config) -> None:
     if cfg.recrawl.plan and not Path(cfg.recrawl.plan).is_file():
         raise ConfigError(f"recrawl.plan: no such file: {cfg.recrawl.plan}")
     _check_sinks(cfg.outputs.sinks)
+
+
+def _check_priority(cfg: PriorityConfig) -> None:
+    """The scorer loads before any process starts; its time limit is positive."""
+    if cfg.scorer:
+        if ":" not in cfg.scorer:
+            raise ConfigError(f"priority.scorer: expected 'module:function', got {cfg.scorer!r}")
+        load_object("priority.scorer", cfg.scorer)
+    if cfg.scorer_timeout <= 0:
+        raise ConfigError(f"priority.scorer_timeout: must be positive, got {cfg.scorer_timeout}")
 
 
 def _check_sinks(sinks: list[str]) -> None:

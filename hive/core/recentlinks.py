@@ -4,6 +4,13 @@ A page repeats its neighbours' links; a worker drops those it sent a moment
 ago before they cost a hop to the splitter and an outbox write
 (hive.procs.outbox). The owner's seen set is what makes admission exact: this
 cache only saves work, so forgetting is always safe.
+
+With in-link evidence on (``priority.inlink_levels``, hive.frontier.evidence),
+each link is also evidence for its owner of one host linking to the URL: the
+cache then holds a link by the host of the page it was found on too
+(``recent_key``'s ``linker``), so it drops the repeats one host makes, which
+are no new evidence (a site's navigation on every page), and lets a link from
+another host through.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ import sys
 _sizeof = sys.getsizeof
 
 
-def recent_key(url: str, kind: str) -> str:
+def recent_key(url: str, kind: str, linker: str = "") -> str:
     """What the cache holds for a URL handed on as a record of ``kind``: the URL for a
     page, else the kind and the URL, so that a URL handed on as one kind does not hide
     it handed on as another (a feed a page also links, a listed page a link reaches:
-    hive.frontier.seen says which discovery wins)."""
-    return f"{kind}\0{url}" if kind else url
+    hive.frontier.seen says which discovery wins); and before it the host key of the
+    page it was found on, ``linker``, when in-links are evidence (the module docstring)."""
+    key = f"{kind}\0{url}" if kind else url
+    return f"{linker}\0{key}" if linker else key
 
 
 class RecentLinks:

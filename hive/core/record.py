@@ -6,7 +6,7 @@ queue values) and, inside batches, by the wire; it is a fixed header followed by
 NUL-separated UTF-8 strings, so decoding never evaluates anything::
 
     >HBBB  depth, hops (redirects followed to reach it), attempts, hint
-    url \\0 host_key \\0 via [\\0 kind [\\0 path]]
+    url \\0 host_key \\0 via [\\0 kind [\\0 path [\\0 score]]]
 
 ``kind`` says what the URL is fetched as: a page (``PAGE``, the empty string,
 written as nothing at all, so a page's bytes are those of records written
@@ -29,11 +29,17 @@ counts the ``E`` of that run, which bounds chains such as CSS ``@import``. A
 robots.txt, fetched because a URL of its host is due and never queued, has the path
 ``P`` (Heritrix's prerequisite) in the WARC's metadata records.
 
+**The score** (``score``) is the quantized score (1..255, written in decimal;
+0, none, is not written) of the page the URL was found on, when a scorer
+(``priority.scorer``, hive.fetch.scoring) scored it: its owner keeps the best
+one as evidence of the URL's worth (hive.frontier.evidence).
+
 The optional strings are written only when needed: the kind when it is not a
-page's or when a path follows it (then it may be empty), the path when it is not
-empty. A record written before either existed (queued in a store, kept in an
-outbox) has three strings and decodes as a page with an empty path, and a seed
-page's record is written as then.
+page's or when a path or a score follows it (then it may be empty), the path
+when it is not empty or a score follows it, the score when it is not 0. A record
+written before any existed (queued in a store, kept in an outbox) has three strings
+and decodes as a page with an empty path, and a seed page's record is written as
+then.
 """
 
 from __future__ import annotations
@@ -88,16 +94,34 @@ def embed_hops(path: str) -> int:
     return count
 
 
-def separators(kind: str, path: str) -> int:
-    """The NULs a record of this kind and path holds after its header."""
-    return 4 if path else 3 if kind else 2
+def separators(kind: str, path: str, score: int = 0) -> int:
+    """The NULs a record of this kind, path and score holds after its header."""
+    return 5 if score else 4 if path else 3 if kind else 2
+
+
+def check_parts(parts: list[bytes]) -> str:
+    """What is wrong with a record's strings (its bytes after the header split at NUL),
+    or "": the one rule ``decode`` and the wire's routing (hive.core.wire) share."""
+    count = len(parts)
+    if not 3 <= count <= 6 or not parts[0] or not parts[1]:
+        return "expected url, host key, via, and a kind, path and score if any"
+    if count >= 4 and (parts[3].decode("ascii", "replace") not in KINDS
+                       or (count == 4 and not parts[3])):
+        return f"bad kind {parts[3][:8]!r}"
+    if count == 5 and not parts[4]:
+        return "an empty path ends it"
+    if count == 6 and not (parts[5].isdigit() and 1 <= int(parts[5][:4]) <= MAX_SMALL):
+        return f"bad score {parts[5][:8]!r}"
+    return ""
 
 
 class UrlRecord:
     """A canonical URL plus its provenance; ``hint`` is a priority level (0: none),
-    ``kind`` what it is fetched as, ``path`` the hop path (see the module docstring)."""
+    ``kind`` what it is fetched as, ``path`` the hop path, ``score`` its finding page's
+    quantized score (see the module docstring)."""
 
-    __slots__ = ("url", "host_key", "depth", "via", "hops", "attempts", "hint", "kind", "path")
+    __slots__ = (
+        "url", "host_key", "depth", "via", "hops", "attempts", "hint", "kind", "path", "score")
 
     def __init__(
         self,
@@ -110,6 +134,7 @@ class UrlRecord:
         hint: int = 0,
         kind: str = PAGE,
         path: str = "",
+        score: int = 0,
     ) -> None:
         self.url = url
         self.host_key = host_key
@@ -120,6 +145,7 @@ class UrlRecord:
         self.hint = hint
         self.kind = kind
         self.path = path
+        self.score = score
 
     def encode(self) -> bytes:
         depth, hops, attempts, hint = self.depth, self.hops, self.attempts, self.hint
@@ -130,7 +156,10 @@ class UrlRecord:
             hint if hint < MAX_SMALL else MAX_SMALL,
         )
         path = self.path
-        tail = f"\0{self.kind}\0{path}" if path else f"\0{self.kind}" if self.kind else ""
+        if self.score:
+            tail = f"\0{self.kind}\0{path}\0{self.score}"
+        else:
+            tail = f"\0{self.kind}\0{path}" if path else f"\0{self.kind}" if self.kind else ""
         return head + f"{self.url}\0{self.host_key}\0{self.via}{tail}".encode()
 
     @classmethod
@@ -141,13 +170,20 @@ class UrlRecord:
         depth, hops, attempts, hint = _HEAD.unpack_from(data)
         parts = data[_HEAD.size :].decode("utf-8").split("\0")
         count = len(parts)
-        if not 3 <= count <= 5 or not parts[0] or not parts[1]:
-            raise ValueError("url record: expected url, host key, via, and a kind and path if any")
+        if not 3 <= count <= 6 or not parts[0] or not parts[1]:
+            raise ValueError("url record: expected url, host key, via, and a kind, path and "
+                             "score if any")
         kind = parts[3] if count >= 4 else PAGE
-        path = parts[4] if count == 5 else ""
+        path = parts[4] if count >= 5 else ""
         if kind not in KINDS or (count == 4 and not kind) or (count == 5 and not path):
             raise ValueError(f"url record: bad kind {kind[:8]!r} or path {path[:8]!r}")
-        return cls(parts[0], parts[1], depth, parts[2], hops, attempts, hint, kind, path)
+        score = 0
+        if count == 6:
+            text = parts[5]
+            if not (text.isdigit() and text.isascii() and 1 <= int(text[:4]) <= MAX_SMALL):
+                raise ValueError(f"url record: bad score {text[:8]!r}")
+            score = int(text)
+        return cls(parts[0], parts[1], depth, parts[2], hops, attempts, hint, kind, path, score)
 
     @staticmethod
     def host_key_of(data: bytes) -> str:
@@ -168,5 +204,6 @@ class UrlRecord:
     def __repr__(self) -> str:
         kind = f", kind={self.kind!r}" if self.kind else ""
         path = f", path={self.path!r}" if self.path else ""
+        score = f", score={self.score}" if self.score else ""
         return (f"UrlRecord({self.url!r}, depth={self.depth}, attempts={self.attempts}"
-                f"{kind}{path})")
+                f"{kind}{path}{score})")

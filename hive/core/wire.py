@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from hive.core.record import KINDS, UrlRecord, separators
+from hive.core.record import KINDS, UrlRecord, check_parts, separators
 from hive.errors import HiveError
 
 SUPERVISOR_ORIGIN = 0xFFFF
@@ -243,10 +243,12 @@ def encode_records(records: Sequence[UrlRecord]) -> bytes:
     except (UnicodeEncodeError, struct.error) as exc:
         raise WireError("bad_record", str(exc)) from exc
     # Exactly the separators after the header (two; three with a kind; four with a hop
-    # path), a known kind and a non-empty url and host key, or the receiver could not
-    # decode the record, and an undecodable batch would be resent from the outbox forever.
+    # path; five with a score), a known kind and a non-empty url and host key, or the
+    # receiver could not decode the record, and an undecodable batch would be resent from
+    # the outbox forever.
     for record, data in zip(records, encoded, strict=True):
-        if (data.count(b"\0", _RECORD_HEAD_SIZE) != separators(record.kind, record.path)
+        if (data.count(b"\0", _RECORD_HEAD_SIZE)
+                != separators(record.kind, record.path, record.score)
                 or not record.url or not record.host_key or record.kind not in KINDS):
             raise WireError("bad_record", repr(record))
     frame = _frame(encoded)
@@ -292,12 +294,9 @@ def record_routes(frame: bytes) -> list[tuple[str, bytes]]:
     routes = []
     for pos, data in _framed(frame):
         parts = data[_RECORD_HEAD_SIZE:].split(b"\0")
-        count = len(parts)
-        if (len(data) < _RECORD_HEAD_SIZE or not 3 <= count <= 5 or not parts[0]
-                or not parts[1] or (count >= 4 and parts[3].decode("ascii", "replace")
-                                    not in KINDS) or (count == 4 and not parts[3])
-                or (count == 5 and not parts[4])):
-            raise WireError("bad_record", f"at {pos}: expected url, host key, via, [kind, path]")
+        wrong = "too short" if len(data) < _RECORD_HEAD_SIZE else check_parts(parts)
+        if wrong:
+            raise WireError("bad_record", f"at {pos}: {wrong}")
         try:
             data[_RECORD_HEAD_SIZE:].decode("utf-8")
         except UnicodeDecodeError as exc:

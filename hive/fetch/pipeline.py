@@ -186,6 +186,9 @@ class Pipeline:
         self.fetcher = Fetcher.from_config(cfg.fetch)
         self.scope = Scope.from_config(cfg.scope)
         self.recent = recent
+        # Links are evidence of their linking host (hive.frontier.evidence): the recent
+        # links drop a host's repeats only (hive.core.recentlinks).
+        self.inlinks = cfg.priority.inlink_levels > 0
         self.cookies = (CookieJars(CookieLimits.from_config(cfg.fetch)) if cfg.fetch.cookies
                         else None)
         self.sinks = sinks
@@ -498,11 +501,13 @@ class Pipeline:
 
         A link joins ``recent`` only once in scope: scope depends on the page a
         link is found on, so one refused here may be followed from another page.
-        ``recent`` holds a URL by the kind it was handed on as (``recent_key``).
+        ``recent`` holds a URL by the kind it was handed on as, and by the host it
+        was found on when in-links are evidence (``recent_key``).
         """
         source, recent = fetched.lease.record.url, self.recent
+        linker = fetched.lease.record.host_key if self.inlinks else ""
         for url in urls:
-            seen = recent_key(url, kind) if kind else url
+            seen = recent_key(url, kind, linker) if kind or linker else url
             if seen in recent:
                 fetched.recent_links += 1
                 continue

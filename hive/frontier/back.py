@@ -91,6 +91,17 @@ class BackQueues:
             after = bytes(cursor.key())
             state.head = (after, bytes(cursor.value())) if after[:8] == key[:8] else None
 
+    def move(self, key: bytes, state: HostState, level: int, seq: int, record: bytes) -> bytes:
+        """Move a queued URL to ``level`` under ``seq`` (its evidence raised it,
+        hive.frontier.evidence); returns its new back key. A bound host's head follows
+        (the URL may have been its head, or become it)."""
+        bound = state.head is not None
+        self.remove(key, state)
+        new = self.append(U64.unpack(key[:8])[0], state, level, seq, record)
+        if bound and state.head is None:
+            state.head = new, record
+        return new
+
     def replace(self, key: bytes, state: HostState, record: bytes) -> None:
         """Rewrite a queued URL's record in place (a retry keeps its place in the queue)."""
         store = self.store

@@ -80,8 +80,8 @@ class FrontQueues:
                 return level
         return live[-1][1]
 
-    def pop(self) -> tuple[int, bytes] | None:
-        """Take the oldest URL of a chosen level: (level, record bytes)."""
+    def pop(self) -> tuple[int, int, bytes] | None:
+        """Take the oldest URL of a chosen level: (level, seq, record bytes)."""
         level = self.choose()
         if level is None:
             return None
@@ -99,4 +99,19 @@ class FrontQueues:
         self._total -= 1
         if not sizes[level - 1]:
             self._reweigh()
-        return level, bytes(value)
+        return level, LEVEL_SEQ.unpack(key)[1], bytes(value)
+
+    def move(self, key: bytes, level: int, seq: int, record: bytes) -> None:
+        """Move the queued entry at ``key`` to ``level`` under ``seq`` (a URL whose
+        evidence raised it, hive.frontier.evidence): one delete and one put."""
+        store = self.store
+        txn = store.txn
+        if not txn.delete(key, db=self._db):
+            raise AssertionError(f"front key {key.hex()} is not queued")
+        txn.put(LEVEL_SEQ.pack(level, seq), record, db=self._db)
+        store.ops += 2
+        sizes = self.sizes
+        sizes[key[0] - 1] -= 1
+        sizes[level - 1] += 1
+        if not sizes[key[0] - 1] or sizes[level - 1] == 1:
+            self._reweigh()

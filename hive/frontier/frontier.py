@@ -70,7 +70,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from hive.config import Config, FrontierConfig
+from hive.config import Config, FrontierConfig, PriorityConfig
 from hive.core.keys import politeness_key, registered_domain
 from hive.core.lease import Lease, LeaseKind
 from hive.core.politeness import Politeness
@@ -78,6 +78,7 @@ from hive.core.record import LISTED, SITEMAP, UrlRecord
 from hive.core.urls import SessionIds, fingerprint, host_hash
 from hive.frontier import domains
 from hive.frontier.back import BackQueues
+from hive.frontier.evidence import LevelRule, linker_bit
 from hive.frontier.front import FrontQueues
 from hive.frontier.heap import ReadyHeap
 from hive.frontier.hosts import HostState
@@ -88,14 +89,16 @@ from hive.frontier.seen import SeenSet, stronger
 from hive.outcome import Kind, Outcome, parse_kinds
 from hive.storage.schema import (
     HOST_LEVEL_SEQ,
+    LEVEL_SEQ,
     META_REFUSALS,
     REFUSED,
     U64,
     URL_KEY,
     MetaState,
+    Pending,
     damaged_key,
+    pending,
     pending_entry,
-    pending_state,
     url_key,
 )
 from hive.storage.store import Store
@@ -158,9 +161,12 @@ class Frontier:
         politeness_key: Callable[[str], str] = politeness_key,
         max_hosts_per_domain: int = 0,
         max_pages_per_domain: int = 0,
+        priority: PriorityConfig | None = None,
     ) -> None:
         self.cfg = cfg
         self.domain_caps = domains.Caps(max_hosts_per_domain, max_pages_per_domain)
+        # How links move a queued URL (hive.frontier.evidence); none: never after admission.
+        self.rule = LevelRule(priority or PriorityConfig(0.0, "", 1.0, 0.0), cfg.levels)
         # A record's politeness key (hive.core.keys): what its "host" here is, the unit of
         # the back queues, the heap, the leases and the host records, all keyed by its hash.
         self.politeness_key = politeness_key
@@ -219,6 +225,7 @@ class Frontier:
             max_sitemaps=cfg.sitemaps.max_files_per_host, rng=rng, now=now,
             max_hosts_per_domain=cfg.scope.max_hosts_per_domain,
             max_pages_per_domain=cfg.scope.max_pages_per_domain,
+            priority=cfg.priority,
         )
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -263,7 +270,11 @@ class Frontier:
 
     @_store_errors
     def admit(self, records: Iterable[UrlRecord], now: float) -> int:
-        """Admit new URLs (duplicates and refusals are counted); returns how many were new."""
+        """Admit new URLs (duplicates and refusals are counted); returns how many were new.
+
+        A URL seen before that is still pending takes the link as evidence
+        (hive.frontier.evidence): its linking hosts and best linking score in its
+        state, and a move to its new level if they raise it (``_evidence``)."""
         if self.store.due:
             self.commit(now)
         groups: dict[str, list[UrlRecord]] = {}
@@ -271,7 +282,9 @@ class Frontier:
         for record in records:
             groups.setdefault(unit_of(record.host_key), []).append(record)
         max_depth, budget, levels = self.cfg.max_depth, self.cfg.max_urls_per_host, self.cfg.levels
-        add, prioritize, seq = self.seen.add, self.prioritize, self._seq
+        state_of, place, prioritize = self.seen.state, self.seen.place, self.prioritize
+        rule = self.rule
+        evidence, inlinks = rule.enabled, rule.inlinks
         url_hash = self.fingerprint
         queued: list[tuple[int, int, bytes]] = []
         admitted = 0
@@ -305,46 +318,55 @@ class Frontier:
                                        - before[2]):
                     self._refuse(key, host, record, domains.MAX_PAGES, domain)
                     continue
-                if add(key, record):
+                state = state_of(key)
+                linkers = linker_bit(record.via) if inlinks else 0
+                score = record.score
+                if state is None:
                     _hold(host, kind)
                 else:
-                    upgrade = self._found_again(key, record, host)
+                    upgrade = self._found_again(state, record, host)
                     if upgrade is None:
+                        if evidence:
+                            self._evidence(key, hh, host, state, linkers, score)
                         continue
                     if upgrade:
                         admitted -= 1  # the URL was admitted before: only its entry is new
-                level = int(prioritize(record, host))
-                if not 1 <= level <= levels:
-                    level = 1 if level < 1 else levels
-                seq += 1
+                    kept = pending(state)
+                    if kept is not None:  # a stronger discovery keeps the evidence so far
+                        linkers |= kept.linkers
+                        score = max(score, kept.score)
+                base = int(prioritize(record, host))
+                if not 1 <= base <= levels:
+                    base = 1 if base < 1 else levels
+                level = rule.level(base, linkers, score) if evidence else base
+                self._seq += 1
+                seq = self._seq
+                place(key, Pending(kind, record.depth, level, seq, base, linkers, score))
                 queued.append((level, seq, record.encode()))
             if (host.admitted, host.sitemaps, host.listed, host.stale) != before:
                 self._touch(hh, host)
                 domains.add(store, domain, known is None,
                             host.admitted + host.listed - before[0] - before[2])
-        self._seq = seq
         self.front.extend(queued)
         admitted += len(queued)
         self._count("frontier/admitted", admitted)
         return admitted
 
-    def _found_again(self, key: bytes, record: UrlRecord, host: HostState) -> bool | None:
-        """A URL admitted or refused before, found again by ``record`` (which passed
-        admission): None if it stays as it is (a duplicate), True if ``record`` becomes the
-        live entry of its pending URL (an upgrade, hive.frontier.seen), False if it
-        overturns the URL's refusal (a new admission). The host's counts follow."""
-        seen, kind = self.seen, record.kind
-        state = seen.state(key)
-        if state is not None and state[:1] == REFUSED:
-            seen.upgrade(key, record)
+    def _found_again(self, state: bytes, record: UrlRecord, host: HostState) -> bool | None:
+        """A URL admitted or refused before (in ``state``), found again by ``record``
+        (which passed admission): None if it stays as it is (a duplicate), True if
+        ``record`` is to be the live entry of its pending URL (an upgrade,
+        hive.frontier.seen), False if it overturns the URL's refusal (a new admission).
+        The host's counts follow; the caller places the new entry."""
+        kind = record.kind
+        if state[:1] == REFUSED:
             self._count(f"frontier/refused/{state[1:].decode('utf-8', 'replace')}", -1)
             self._count("frontier/overturned")
             _hold(host, kind)
             return False
-        if state is None or not stronger(record, state):
+        if not stronger(record, state):
             self._count("frontier/duplicates")
             return None
-        seen.upgrade(key, record)
         self._count("frontier/upgraded")
         host.stale += 1  # the entry queued before now goes unfetched when it comes up
         entry = pending_entry(state)
@@ -354,6 +376,67 @@ class Frontier:
         if kind == SITEMAP:
             host.sitemaps += 1
         return True
+
+    def _evidence(
+        self, key: bytes, hh: int, host: HostState, state: bytes, linkers: int, score: int
+    ) -> None:
+        """A link to a pending URL (``state``) adds its linking host and score to the URL's
+        evidence; if that raises its level, the URL moves there (``_move``). A URL whose
+        state names no place (written by an earlier hive) or that is done takes none."""
+        entry = pending(state)
+        if entry is None or not entry.level:
+            return
+        linkers |= entry.linkers
+        if score < entry.score:
+            score = entry.score
+        if linkers == entry.linkers and score == entry.score:
+            return
+        self._count("priority/evidence")
+        level, seq = entry.level, entry.seq
+        rises = self.rule.level(entry.base, linkers, score)
+        if rises < level:
+            moved = self._move(key, hh, host, level, seq, rises)
+            if moved:
+                level, seq = rises, moved
+        self.seen.place(key, entry._replace(level=level, seq=seq, linkers=linkers, score=score))
+
+    def _move(self, key: bytes, hh: int, host: HostState, level: int, seq: int,
+              to: int) -> int:
+        """Move the queue entry of the URL ``key`` from ``level`` and ``seq`` to level ``to``
+        under a new seq, returned (0: not moved). Its entry is found where its state says
+        and nowhere else: its host's back queue (by the back key), else the front (by the
+        front key, the record checked to be this URL's: after a resize the front may hold
+        another URL at that level and seq); a leased entry (in flight) or one waiting out a
+        retry stays where it is, its evidence kept for the next link."""
+        back_key = HOST_LEVEL_SEQ.pack(hh, level, seq)
+        lease = self.leased.get(hh)
+        if lease is not None and lease.key == back_key:
+            return 0
+        store = self.store
+        data = store.get("back", back_key)
+        if data is not None:
+            self._seq += 1
+            self.back.move(back_key, host, to, self._seq, data)
+            if hh in self.back.bound:
+                self._dirty.add(hh)
+            self._count("priority/moved/back")
+            return self._seq
+        front_key = LEVEL_SEQ.pack(level, seq)
+        data = store.get("front", front_key)
+        if data is None or not self._holds(data, key):
+            return 0
+        self._seq += 1
+        self.front.move(front_key, to, self._seq, data)
+        self._count("priority/moved/front")
+        return self._seq
+
+    def _holds(self, data: bytes, key: bytes) -> bool:
+        """Whether the queued record ``data`` is of the URL whose seen-set key is ``key``."""
+        try:
+            url = UrlRecord.decode(data).url
+        except DAMAGED:
+            return False
+        return U64.pack(self.fingerprint(url)) == key[8:]
 
     def _refuse(self, key: bytes, host: HostState, record: UrlRecord, cap: str = "",
                 domain: str = "") -> None:
@@ -452,14 +535,14 @@ class Frontier:
         drawn = self.front.pop()
         if drawn is None:
             return "empty", None
-        level, data = drawn
+        level, seq, data = drawn
         try:
             hk = self.politeness_key(UrlRecord.host_key_of(data))
         except DAMAGED as exc:
             self._set_aside("front", bytes([level]), data, exc)
             return "refused", None
-        self._seq += 1
-        return self._place(host_hash(hk), hk, level, self._seq, data, now, evict)
+        # The entry keeps its seq: its URL's state names its place by level and seq.
+        return self._place(host_hash(hk), hk, level, seq, data, now, evict)
 
     def _place(
         self, hh: int, hk: str, level: int, seq: int, data: bytes, now: float, evict: bool
@@ -476,7 +559,7 @@ class Frontier:
             domains.add(self.store, registered_domain(hk), hosts=1)
         host = known or HostState(hk)
         if host.blocked:
-            self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked)
+            self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked, level, seq)
             return "refused", None
         key = back.append(hh, host, level, seq, data)
         if len(back.bound) < self._target or (evict and self._evict_for(host, now)):
@@ -532,28 +615,34 @@ class Frontier:
         while (head := host.head) is not None:
             key, data = head
             self.back.remove(key, host)
-            self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked)
+            _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+            self._end_unfetched(hh, host, UrlRecord.decode(data), host.blocked, level, seq)
         self._release(hh, host, park=False)
 
-    def _end_unfetched(self, hh: int, host: HostState, record: UrlRecord, outcome: str) -> None:
-        """A queued URL ends without a fetch (its host is blocked); the caller logs ``ended``.
-        A superseded entry just goes (its URL ends with its live entry, or has ended)."""
+    def _end_unfetched(self, hh: int, host: HostState, record: UrlRecord, outcome: str,
+                       level: int, seq: int) -> None:
+        """A queued URL (at ``level`` and ``seq``) ends without a fetch (its host is
+        blocked); the caller logs ``ended``. A superseded entry just goes (its URL ends
+        with its live entry, or has ended)."""
         key = url_key(hh, self.fingerprint(record.url))
-        if not self.seen.live(key, record):
+        if not self.seen.live(key, record, level, seq):
             self._count("frontier/superseded")
             host.stale = max(host.stale - 1, 0)
             return
-        if record.kind == LISTED and self._listed_ends(key, host, record):
+        if record.kind == LISTED:
+            host.listed -= 1
             host.admitted += 1
             self._touch(hh, host)
         self._finish(key, outcome)
         self.ended.append((record, outcome))
 
-    def _listed_ends(self, key: bytes, host: HostState, record: UrlRecord) -> bool:
-        """A queued page listed by a sitemap of another origin ends (refused, fetched, or
-        with its host): True, and the host holds one listing less, if it was its URL's live
-        entry (else a stronger discovery took its place and the count went with it)."""
-        if self.seen.state(key) != pending_state(record.kind, record.depth):
+    def _listed_ends(self, key: bytes, host: HostState, record: UrlRecord, back: bytes) -> bool:
+        """A leased page listed by a sitemap of another origin ends (refused or fetched):
+        True, and the host holds one listing less, if it was its URL's live entry (at the
+        back key ``back``; else a stronger discovery took its place and the count went
+        with it)."""
+        _, level, seq = HOST_LEVEL_SEQ.unpack(back)
+        if not self.seen.live(key, record, level, seq):
             return False
         host.listed -= 1
         return True
@@ -597,7 +686,8 @@ class Frontier:
                 self._dirty.add(hh)
                 heap.schedule(hh, now, now)
                 continue
-            if not self.seen.live(url_key(hh, self.fingerprint(record.url)), record):
+            _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+            if not self.seen.live(url_key(hh, self.fingerprint(record.url)), record, level, seq):
                 self.back.remove(key, host)
                 self._count("frontier/superseded")
                 host.stale = max(host.stale - 1, 0)
@@ -711,7 +801,7 @@ class Frontier:
         elif kind == Kind.REFUSED:
             back.remove(lease.key, host)
             key = URL_KEY.pack(hh, self.fingerprint(lease.record.url))
-            if self._listed_ends(key, host, lease.record):
+            if self._listed_ends(key, host, lease.record, lease.key):
                 # Still its live entry: the URL leaves the seen set, and a link may bring it.
                 self.seen.forget(key)
                 self._count("frontier/admitted", -1)
@@ -720,7 +810,8 @@ class Frontier:
         else:
             back.remove(lease.key, host)
             key = URL_KEY.pack(hh, self.fingerprint(lease.record.url))
-            if lease.record.kind == LISTED and self._listed_ends(key, host, lease.record):
+            if lease.record.kind == LISTED and self._listed_ends(key, host, lease.record,
+                                                                 lease.key):
                 host.admitted += 1  # vouched for (or its host ended): one of the host's own
             self._finish(key, kind)
             if outcome.contacted:

@@ -1,8 +1,9 @@
 """SeenSet: every admitted URL's fingerprint and its one state, and which discovery wins.
 
 A fingerprint is ``host_hash | url_hash`` (two 64-bit mmh3 hashes), so a host's
-fingerprints are one key range and move with the host. Insertion refuses
-duplicates in the same LMDB put that records the URL as pending; the state is
+fingerprints are one key range and move with the host. A new URL is recorded as
+pending (``place``: hive.storage.schema ``Pending``, which names the level and seq
+of its queue entry and keeps its evidence, hive.frontier.evidence); the state is
 later overwritten with ``d<outcome>`` (done) or was written as ``r<reason>``
 (refused at admission). A leased URL is pending here and named in ``leases``.
 
@@ -15,11 +16,12 @@ pending state names its *live* queue entry by the record's kind and depth
   must vouch for, < a page < a feed or a sitemap), or when it is the same kind
   found by a shorter path (a smaller depth: a seed, a sitemap entry, a shorter
   chain of links). A stronger discovery of a pending URL becomes its live
-  entry (``upgrade``); the entry queued before is superseded and dropped when
-  it comes up (``live``), so nothing is fetched twice.
+  entry (its state names the new entry's place, its evidence kept); the entry
+  queued before is superseded and dropped when it comes up (``live``), so
+  nothing is fetched twice.
 - a URL refused at admission (too deep, over a host's sitemap files) was
   refused for how it was found: a later discovery that passes admission
-  overturns the refusal (``overturn``).
+  overturns the refusal.
 - a page listed by a sitemap its origin does not vouch for leaves the seen
   set when refused at lease time (``forget``), unless a stronger discovery
   has taken its place meanwhile.
@@ -37,8 +39,9 @@ from hive.storage.schema import (
     DONE,
     PENDING,
     REFUSED,
+    Pending,
+    pending,
     pending_entry,
-    pending_state,
 )
 from hive.storage.store import Store
 
@@ -65,17 +68,11 @@ class SeenSet:
         self.store = store
         self._db = store.db["urls"]
 
-    def add(self, key: bytes, record: UrlRecord) -> bool:
-        """Record a new URL as pending, ``record`` its live entry; False if it was seen before."""
+    def place(self, key: bytes, state: Pending) -> None:
+        """Record a URL as pending, its live entry and evidence ``state`` (a new URL, a
+        stronger discovery, an overturned refusal, new evidence, a move)."""
         store = self.store
-        store.ops += 1
-        return bool(store.txn.put(
-            key, pending_state(record.kind, record.depth), overwrite=False, db=self._db))
-
-    def upgrade(self, key: bytes, record: UrlRecord) -> None:
-        """Make ``record`` the live entry of a pending or refused URL (see the docstring)."""
-        store = self.store
-        store.txn.put(key, pending_state(record.kind, record.depth), db=self._db)
+        store.txn.put(key, state.encode(), db=self._db)
         store.ops += 1
 
     def refuse(self, key: bytes, reason: str) -> bool:
@@ -96,14 +93,22 @@ class SeenSet:
     def state(self, key: bytes) -> bytes | None:
         return self.store.get("urls", key)
 
-    def live(self, key: bytes, record: UrlRecord) -> bool:
-        """Whether a queued ``record`` is its URL's live entry (else it is superseded: a
-        stronger discovery took its place, or the URL is done). A bare ``p`` names
-        whichever entry there is."""
+    def live(self, key: bytes, record: UrlRecord, level: int, seq: int) -> bool:
+        """Whether ``record``, queued at ``level`` and ``seq``, is its URL's live entry
+        (else it is superseded: a stronger discovery took its place, or the URL is done)."""
         state = self.store.get("urls", key)
-        return state is not None and is_live(state, record)
+        return state is not None and is_live(state, record, level, seq)
 
 
-def is_live(state: bytes, record: UrlRecord) -> bool:
-    """Whether ``record`` is the live entry of a URL in ``state`` (see ``SeenSet.live``)."""
-    return state == PENDING or state == pending_state(record.kind, record.depth)
+def is_live(state: bytes, record: UrlRecord, level: int, seq: int) -> bool:
+    """Whether ``record`` queued at ``level`` and ``seq`` is the live entry of a URL in
+    ``state``: the entry the state names by its place; a state written before states named
+    it names it by the record's kind and depth, a bare ``p`` names whichever there is."""
+    if state == PENDING:
+        return True
+    entry = pending(state)
+    if entry is None:
+        return False
+    if entry.level:
+        return entry.seq == seq and entry.level == level
+    return entry.kind == record.kind and entry.depth == min(record.depth, 0xFFFF)

@@ -8,8 +8,10 @@ one process), reads it in one transaction, never writes, and returns a
 data directory. A store as the frontier commits it passes every check, after a
 clean close and after a crash alike (the last committed turn). Checks:
 
-- ``urls``: a 16-byte key; the state ``p`` (bare, or naming its live entry's
-  kind and depth), or ``d``/``r`` and a UTF-8 outcome or reason.
+- ``urls``: a 16-byte key; the state ``p`` (bare, or naming its live entry:
+  by its kind and depth in a state of an earlier hive, by its level and seq
+  with the URL's evidence since, hive.storage.schema ``Pending``), or
+  ``d``/``r`` and a UTF-8 outcome or reason.
 - ``front``: key level (1..255) and seq; the record decodes; its URL is in
   ``urls``: pending with this entry live, or else the entry is superseded
   (hive.frontier.seen: counted, not a problem).
@@ -19,11 +21,13 @@ clean close and after a crash alike (the last committed turn). Checks:
   the record decodes and its host key hashes to the key's host; its URL is in
   ``urls``, as for front; its host has a state.
 - Every pending URL is in exactly one live queue entry, front, back or
-  retries: no URL in no queue, none in two. Per host, the count and the sum of
-  the url hashes of
-  its pending URLs must equal those of its queue entries in state ``p``; a
-  host whose tallies differ is read again to name the URLs. So memory is two
-  integers per host with front entries, never a set of every URL.
+  retries: no URL in no queue, none in two; a state that names its entry's
+  level and seq names exactly one entry, so a URL its evidence moved (deleted
+  at one level, put at another) is in one place, never two or none. Per
+  host, the count and the sum of the url hashes of its pending URLs must
+  equal those of its queue entries in state ``p``; a host whose tallies
+  differ is read again to name the URLs. So memory is two integers per host
+  with front entries, never a set of every URL.
 - ``hosts``: the state decodes and its host key hashes to its key; every host
   with queued URLs has one; ``queued`` equals its back entries, ``listed`` its
   URLs pending as pages listed by another origin's sitemap, and its other
@@ -99,7 +103,7 @@ from hive.storage.schema import (
     URL_KEY,
     MetaState,
     parked_key,
-    pending_entry,
+    pending,
     url_key,
 )
 
@@ -324,9 +328,12 @@ class _Checker:
 
     # -- queues and URLs -------------------------------------------------------------
 
-    def _queued(self, data: bytes, prefix: bytes | None) -> tuple[bytes, int] | str | None:
-        """A queue entry's host prefix and url hash if it is its pending URL's live entry,
-        None if it is superseded (hive.frontier.seen), else what is wrong.
+    def _queued(
+        self, data: bytes, prefix: bytes | None, level: int, seq: int
+    ) -> tuple[bytes, int] | str | None:
+        """A queue entry's host prefix and url hash if it is its pending URL's live entry
+        (the one its state places at ``level`` and ``seq``), None if it is superseded
+        (hive.frontier.seen), else what is wrong.
 
         ``prefix`` is the host hash its record must have (back entries), or None (front).
         """
@@ -348,7 +355,7 @@ class _Checker:
         state = self._get("urls", url_key(hh, uh))
         if state is None:
             return f"{record.url} is {_describe(state)}, yet queued"
-        if not is_live(state, record):
+        if not is_live(state, record, level, seq):
             self.n["superseded"] += 1
             return None
         return own, uh
@@ -364,7 +371,7 @@ class _Checker:
             level, seq = LEVEL_SEQ.unpack(key)
             if seq > max_seq:
                 max_seq = seq
-            placed = self._queued(value, None)
+            placed = self._queued(value, None, level, seq)
             if placed is None:
                 continue
             if isinstance(placed, str):
@@ -390,8 +397,9 @@ class _Checker:
                 )
                 continue
             prefix = key[8:16]
-            self.max_seq = max(self.max_seq, TIME_HOST_LEVEL_SEQ.unpack(key)[3])
-            placed = self._queued(value, prefix)
+            _, _, level, seq = TIME_HOST_LEVEL_SEQ.unpack(key)
+            self.max_seq = max(self.max_seq, seq)
+            placed = self._queued(value, prefix, level, seq)
             if placed is None:
                 continue
             if isinstance(placed, str):
@@ -434,24 +442,27 @@ class _Checker:
     def _url_group(self, items: Items) -> tuple[int, int, int, Counter[str]]:
         """One host's URLs: (pending, sum of pending url hashes, done, the pending ones whose
         state names a listed page, by kind)."""
-        pending = pending_sum = done = 0
+        pending_urls = pending_sum = done = 0
         apart: Counter[str] = Counter()
         states = self.states
         for key, state in items:
             if len(key) != URL_KEY.size:
                 self.report.add(f"urls key {key.hex()} is not 16 bytes")
-            elif state == PENDING or (entry := pending_entry(state)) is not None:
-                pending += 1
+            elif state == PENDING or (entry := pending(state)) is not None:
+                pending_urls += 1
                 pending_sum += int.from_bytes(key[8:], "big")
-                if state != PENDING and entry is not None and entry[0] == LISTED:
-                    apart[LISTED] += 1
+                if state != PENDING and entry is not None:
+                    if entry.kind == LISTED:
+                        apart[LISTED] += 1
+                    if entry.seq > self.max_seq:  # the place it names: a seq the meta passed
+                        self.max_seq = entry.seq
             elif state[:1] in (DONE, REFUSED) and len(state) > 1:
                 states[state] += 1
                 done += state[:1] == DONE
             else:
                 self.report.add(f"urls {key.hex()}: invalid state {state!r}")
-        self.n["urls/pending"] += pending
-        return pending, pending_sum, done, apart
+        self.n["urls/pending"] += pending_urls
+        return pending_urls, pending_sum, done, apart
 
     def _back_group(self, prefix: bytes, items: Items) -> tuple[int, int, int]:
         """One host's back entries: (entries, entries of pending URLs, their url hash sum)."""
@@ -461,8 +472,9 @@ class _Checker:
             if len(key) != HOST_LEVEL_SEQ.size or key[8] == 0:
                 self.report.add(f"back key {key.hex()} is not host hash, level (1..255) and seq")
                 continue
-            self.max_seq = max(self.max_seq, HOST_LEVEL_SEQ.unpack(key)[2])
-            placed = self._queued(value, prefix)
+            _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+            self.max_seq = max(self.max_seq, seq)
+            placed = self._queued(value, prefix, level, seq)
             if placed is None:
                 continue
             if isinstance(placed, str):
@@ -539,7 +551,7 @@ class _Checker:
         suspects = set(self.suspects)
         places: dict[bytes, tuple[str, list[str]]] = {}
 
-        def place(where: str, data: bytes) -> None:
+        def place(where: str, data: bytes, level: int, seq: int) -> None:
             try:
                 record = UrlRecord.decode(data)
             except ValueError:
@@ -548,20 +560,22 @@ class _Checker:
             if U64.pack(hh) in suspects:
                 uk = url_key(hh, self.fingerprint(record.url))
                 state = self._get("urls", uk)
-                if state is None or is_live(state, record):
+                if state is None or is_live(state, record, level, seq):
                     places.setdefault(uk, (record.url, []))[1].append(where)
 
         for key, value in self._items("front"):
             if len(key) == LEVEL_SEQ.size:
                 level, seq = LEVEL_SEQ.unpack(key)
-                place(f"front {level}/{seq}", value)
+                place(f"front {level}/{seq}", value, level, seq)
         for key, value in self._items("retries"):
             if len(key) == TIME_HOST_LEVEL_SEQ.size:
-                place(_retry_name(key), value)
+                _, _, level, seq = TIME_HOST_LEVEL_SEQ.unpack(key)
+                place(_retry_name(key), value, level, seq)
         for prefix in self.suspects:
             for key, value in self._range("back", prefix):
                 if len(key) == HOST_LEVEL_SEQ.size:
-                    place(_back_name(key), value)
+                    _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+                    place(_back_name(key), value, level, seq)
             for key, state in self._range("urls", prefix):
                 if state[:1] != PENDING:
                     continue

@@ -16,24 +16,29 @@ owner's store (hive/storage/schema.py has the layout):
   recovery does on open: the move never makes a host look uncontacted;
 - its queued URLs, from ``back`` (``host|level|seq``) and from ``front``
   (``level|seq``; one scan of the source's front groups them by host), all into
-  the host's back queue at the destination, re-keyed with the destination's seq
-  numbers in their old (level, seq) order. Why the back queue and not the
+  the host's back queue at the destination, at their level and seq: a URL's
+  state names its entry's place by level and seq (hive/storage/schema.py), which
+  the move keeps, and no key can collide there (seqs are unique in their source
+  store, the host's keys carry its hash, and the destination held none of it).
+  Why the back queue and not the
   destination's front: the whole copy of a host is then its host-hash prefix
   plus one ``parked`` entry, so "does the destination hold this host?" is one
   look-up (see below), and a URL drawn from the front would have joined this
   same queue anyway, keeping its level;
 - its URLs waiting for a retry (``retries``: due time and back key; one scan of
   the source's retries groups them by host), kept waiting until the same time at
-  the destination, under the destination's seq numbers;
-- its URL states (``urls``: the seen fingerprints, pending, done or refused),
-  copied as they are, and its ``robots`` entry;
+  the destination, under the same key;
+- its URL states (``urls``: the seen fingerprints, pending, done or refused,
+  a pending one with its evidence, hive/frontier/evidence.py), copied as they
+  are, and its ``robots`` entry;
 - at the destination it is parked at its next-allowed time (neither bound nor
   leased), as the frontier's recovery parks the hosts that were bound.
 
 The meta ``state`` of both stores moves with the data, in the same
 transactions: ``frontier/admitted``, ``frontier/done/*``,
 ``frontier/refused/*`` and ``back_queued`` are adjusted by what left or
-arrived, and the destination's ``seq`` passes every key it was given.
+arrived, and the destination's ``seq`` passes every key it was given (so its
+new keys never meet a moved one).
 
 The protocol, per batch of hosts from store S to store D (at most
 ``BATCH_HOSTS`` hosts and, unless one host alone is larger, ``BATCH_ENTRIES``
@@ -578,14 +583,13 @@ def copy_hosts(
         if src.get("leases", prefix) is not None:
             state.next_allowed = max(state.next_allowed, now + max(state.delay, min_delay))
         queued = 0
-        for level, _, value in _queue(src, prefix, front.get(hh, b"")):
-            seq += 1
+        for level, kept, value in _queue(src, prefix, front.get(hh, b"")):
             queued += 1
-            txn.put("back", back_key(hh, level, seq), value)
+            seq = max(seq, kept)
+            txn.put("back", back_key(hh, level, kept), value)
         for key in _keys(retries.get(hh, b""), TIME_HOST_LEVEL_SEQ.size):
-            level = TIME_HOST_LEVEL_SEQ.unpack(key)[2]
-            seq += 1
-            txn.put("retries", key[:8] + back_key(hh, level, seq), src.get("retries", key) or b"")
+            seq = max(seq, TIME_HOST_LEVEL_SEQ.unpack(key)[3])
+            txn.put("retries", key, src.get("retries", key) or b"")
             tally.queued += 1
         state.queued = queued
         state.parked_at = state.next_allowed if queued else -1.0

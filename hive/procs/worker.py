@@ -357,14 +357,15 @@ class Worker:
         except StoreError:
             raise
         except Exception as exc:
-            url = fetched.lease.record.url
+            url, url_host = fetched.lease.record.url, fetched.lease.record.host_key
             log.error("the %d links of %s were not handed on, so it will be fetched again: %s",
                       len(fetched.links), url, exc)
             self.counts["links/handoff_failed"] += 1
             fetched.kind, fetched.retry_after = HANDOFF_FAILED, None
             fetched.message = f"links not handed on: {type(exc).__name__}: {exc}"
+            linker = url_host if self.cfg.priority.inlink_levels > 0 else ""
             for record in fetched.links:  # or the page's next fetch would drop them as recent
-                self.recent.forget(recent_key(record.url, record.kind))
+                self.recent.forget(recent_key(record.url, record.kind, linker))
             fetched.links = []
 
     def _refused_links(self, fetched: Fetched, now: float) -> None:

@@ -11,9 +11,10 @@ URL states and the meta state through what it defines.
 db          key                                  value                                  writes
 ==========  ===================================  =====================================  ===========
 urls        host_hash(8) url_hash(8)             URL state: ``p`` pending (then the     frontier
-                                                 kind and depth of its live queue       (SeenSet),
-                                                 entry), ``d`` + outcome, ``r`` +       resize
-                                                 reason
+                                                 kind, depth, level and seq of its      (SeenSet),
+                                                 live queue entry and its evidence:     resize
+                                                 :class:`Pending`), ``d`` + outcome,
+                                                 ``r`` + reason
 front       level(1) seq(8)                      UrlRecord bytes (front FIFO of level)  frontier,
                                                                                         resize
 back        host_hash(8) level(1) seq(8)         UrlRecord bytes (a host's queue,       frontier,
@@ -85,9 +86,17 @@ new ring and puts the entries of the URLs it now owns (hive/procs/resize.py).
 (hive.core.keys; today the host key); the ``robots`` cache is keyed by the host key.
 
 Every admitted URL is in ``urls``. A pending URL has exactly one *live* queue
-entry, in front, back or retries: the one whose record's kind and depth its
-state names (a bare ``p``, written before states named them, names whichever
-entry there is); a leased one is the back key named in ``leases``. A URL found
+entry, in front, back or retries: the one whose level and seq its state names
+(front ``level|seq``, back ``host|level|seq`` and a retry's back key keep the
+seq a URL was queued with, so the state names its place wherever it is); a state
+written before states named the place (4 bytes) names it by the record's kind
+and depth, and a bare ``p`` names whichever entry there is; a leased one is the
+back key named in ``leases``. A pending state also keeps the URL's *evidence*
+(hive.frontier.evidence): the level its prioritizer gave it, a sketch of the
+hosts that link to it and the best score of a page that links to it, from
+which its level is recomputed as links arrive; a URL whose level rises is moved
+(its entry deleted and put at the new level and a new seq, the state naming the
+new place, in one transaction). A URL found
 again by a stronger discovery (hive.frontier.seen) gets a new live entry, and
 its earlier entries are *superseded*: left in place, dropped when they come up.
 A retry's key is its due time and the back key it left, which it takes again
@@ -110,7 +119,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from hive.core.urlstate import UrlState
 from hive.errors import StoreError
@@ -137,9 +146,13 @@ _URL_STATES = {byte: state for state, byte in URL_STATE_BYTES.items()}
 PENDING = URL_STATE_BYTES[UrlState.PENDING]
 DONE = URL_STATE_BYTES[UrlState.DONE]
 REFUSED = URL_STATE_BYTES[UrlState.REFUSED]
-# A pending state's tail: its live entry's record kind (a page's "" written "p") and depth.
+# A pending state's tail: its live entry's record kind (a page's "" written "p") and depth;
+# then (``Pending``) its level and seq, and the evidence: the prioritizer's level, the
+# linking hosts' sketch, the best score of a linking page (0: none).
 _PENDING_TAIL = struct.Struct(">cH")
 PENDING_SIZE = 1 + _PENDING_TAIL.size
+_PENDING_PLACED = struct.Struct(">cHBQBQB")
+PLACED_SIZE = 1 + _PENDING_PLACED.size
 
 # Keys of the ``meta`` database.
 META_STATE = b"state"
@@ -149,19 +162,58 @@ META_DEDUP_FROM = b"dedup_from"
 META_RECRAWL_FROM = b"recrawl_from"
 
 
+class Pending(NamedTuple):
+    """A pending URL's state: its live entry (the record's kind and depth, the queue level
+    and seq it is placed at; ``level`` 0 in a state written before states named the
+    place) and its evidence (hive.frontier.evidence: ``base`` the prioritizer's level,
+    ``linkers`` the sketch of the hosts linking to it, ``score`` the best quantized score
+    of a page linking to it, 0 for none)."""
+
+    kind: str
+    depth: int
+    level: int = 0
+    seq: int = 0
+    base: int = 0
+    linkers: int = 0
+    score: int = 0
+
+    def encode(self) -> bytes:
+        code = (self.kind or "p").encode()
+        depth = min(self.depth, 0xFFFF)
+        if not self.level:
+            return PENDING + _PENDING_TAIL.pack(code, depth)
+        return PENDING + _PENDING_PLACED.pack(
+            code, depth, self.level, self.seq, self.base, self.linkers, self.score)
+
+
 def pending_state(kind: str, depth: int) -> bytes:
-    """The state of a pending URL whose live queue entry is a record of this kind and depth."""
-    return PENDING + _PENDING_TAIL.pack((kind or "p").encode(), min(depth, 0xFFFF))
+    """The state of a pending URL whose live queue entry is a record of this kind and depth
+    (the 4-byte form, which names no place: stores written before ``Pending`` had one)."""
+    return Pending(kind, depth).encode()
+
+
+def pending(state: bytes) -> Pending | None:
+    """The pending state in ``state``; None for a bare ``p`` (written before states named
+    an entry) or a state that is not pending."""
+    if state[:1] != PENDING:
+        return None
+    size = len(state)
+    if size == PLACED_SIZE:
+        code, depth, level, seq, base, linkers, score = _PENDING_PLACED.unpack_from(state, 1)
+    elif size == PENDING_SIZE:
+        code, depth = _PENDING_TAIL.unpack_from(state, 1)
+        level = seq = base = linkers = score = 0
+    else:
+        return None
+    kind = code.decode("ascii", "replace")
+    return Pending("" if kind == "p" else kind, depth, level, seq, base, linkers, score)
 
 
 def pending_entry(state: bytes) -> tuple[str, int] | None:
     """(kind, depth) of the live entry a pending state names; None for a bare ``p``
     (written before states named it) or a state that is not pending."""
-    if len(state) != PENDING_SIZE or state[:1] != PENDING:
-        return None
-    code, depth = _PENDING_TAIL.unpack_from(state, 1)
-    kind = code.decode("ascii", "replace")
-    return ("" if kind == "p" else kind), depth
+    found = pending(state)
+    return None if found is None else (found.kind, found.depth)
 
 
 def url_key(host_hash: int, url_hash: int) -> bytes:

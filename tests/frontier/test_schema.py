@@ -55,7 +55,13 @@ def test_url_states_are_stored_as_earlier_hives_wrote_them(tmp_path: Path) -> No
     frontier.close(1.0)
     with read_only(tmp_path) as txn:
         stored = sorted(value for _, value in txn.items("urls"))
-    assert stored == [b"dok", schema.pending_state("", 1)] and stored[1][:1] == b"p"
+    assert stored[0] == b"dok" and stored[1][:1] == b"p"
+    placed = schema.pending(stored[1])
+    assert placed is not None and (placed.kind, placed.depth, placed.level) == ("", 1, 2)
+    assert placed.base == placed.level and placed.seq > 0, "the place its entry is queued at"
+    assert schema.pending(placed.encode()) == placed
+    assert schema.pending(schema.pending_state("", 1)) == schema.Pending("", 1), (
+        "a state of an earlier hive names its entry by kind and depth, no place")
     assert [schema.url_state(v)[0] for v in stored if schema.url_state(v)] == [
         UrlState.DONE, UrlState.PENDING]
     assert schema.url_state(b"dok") == (UrlState.DONE, "ok")

@@ -24,6 +24,7 @@ from hive.frontier.verify import Report, verify_data_dir, verify_store
 from hive.outcome import Outcome
 from hive.storage.schema import (
     DB_NAMES,
+    HOST_LEVEL_SEQ,
     PENDING,
     U64,
     back_key,
@@ -281,11 +282,25 @@ def test_a_url_not_in_urls_yet_queued(store: Path) -> None:
 
 
 def test_a_url_in_two_queues(store: Path) -> None:
+    """A copy at the level and seq its state names is a second live entry (a move that
+    put the entry at its new place without deleting the old one would leave one)."""
+    with tamper(store) as t:
+        key, value = t.items("back")[0]
+        _, level, seq = HOST_LEVEL_SEQ.unpack(key)
+        t.put("front", front_key(level, seq), value)
+    report = verify_store(store)
+    assert_reported(report, UrlRecord.decode(value).url, "in 2 queues",
+                    f"front {level}/{seq}", "back ")
+
+
+def test_a_copy_at_another_place_is_superseded_not_live(store: Path) -> None:
+    """An entry at a level and seq the URL's state does not name is not its live one."""
     with tamper(store) as t:
         _, value = t.items("back")[0]
         t.put("front", front_key(8, 0), value)
     report = verify_store(store)
-    assert_reported(report, UrlRecord.decode(value).url, "in 2 queues", "front 8/0", "back ")
+    assert report.ok, report.summary()
+    assert report.counts["superseded"] == 1
 
 
 def test_a_wrong_queued_count(store: Path) -> None:
