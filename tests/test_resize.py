@@ -45,6 +45,7 @@ from hive.procs.outbox import Outbox
 from hive.procs.resize import Move, batches, resize, resize_if_changed
 from hive.storage.datadir import DataDir
 from hive.storage.schema import DB_NAMES, url_key
+from hive.storage.schema import pending as placed
 from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.frontier.conftest import rec, small_config
@@ -133,6 +134,10 @@ def build(data: Path, procs: int) -> None:
     for i, records in by_owner.items():
         f = Frontier.from_config(data / f"worker-{i:02d}", CFG, rng=random.Random(i))
         f.admit(records, 0.0)
+        # In-link evidence: the last pages of each host linked from eight other hosts, so
+        # their states carry it and they moved up a level or more (hive.frontier.evidence).
+        f.admit([UrlRecord(r.url, r.host_key, r.depth, f"http://l{k}.test/")
+                 for r in records if r.url.endswith(f"/{PAGES - 1}") for k in range(8)], 0.0)
         now = 0.0
         for _ in range(4):
             for lease in drain(f, now):
@@ -238,7 +243,9 @@ def check_move(before: Snapshot, data: Path, procs: int, now: float) -> int:
     assert all(r.ok for r in reports.values()), [r.summary() for r in reports.values()]
     assert json.loads((data / "hive.json").read_text())["ring"] == owners.params
     after = snapshot(data)
-    assert after.urls == before.urls
+    assert after.urls == before.urls, "every state as it was: its evidence and its place"
+    assert any((p := placed(state)) is not None and p.level < p.base
+               for state in after.urls.values()), "risen URLs were in the move"
     pending = {key for key, state in before.urls.items() if state[:1] == b"p"}
     assert after.queued == before.queued == Counter(pending)
     assert after.copies == len(after.hosts) == len(before.hosts)

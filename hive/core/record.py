@@ -57,6 +57,8 @@ KINDS = frozenset({PAGE, SITEMAP, FEED, LISTED})
 SITEMAP_PREFIX = "sitemap:"
 HOP_LINK, HOP_EMBED, HOP_REDIRECT = "L", "E", "R"
 HOP_PREREQUISITE = "P"
+# A score in [0, 1] as a record carries it: 1..255 in steps of 1/254 (0 is none).
+SCORE_STEPS = 254
 # Enough for any embed chain and the last links before it; a path costs its letters in
 # every queued record, so it is not the whole path of a deep crawl.
 MAX_PATH_LETTERS = 16
@@ -92,6 +94,16 @@ def embed_hops(path: str) -> int:
             break
         count += letter == HOP_EMBED
     return count
+
+
+def quantize(score: float) -> int:
+    """A score in [0, 1] as a record carries it: 1..255."""
+    return 1 + round(min(max(score, 0.0), 1.0) * SCORE_STEPS)
+
+
+def unquantize(code: int) -> float | None:
+    """The score a quantized one stands for (None for 0, no score)."""
+    return None if not code else (code - 1) / SCORE_STEPS
 
 
 def separators(kind: str, path: str, score: int = 0) -> int:

@@ -78,6 +78,7 @@ class Row(NamedTuple):
     size: int | None
     outcome_time: float | None
     languages: str | None  # ISO 639-3 codes, comma-separated (hive.export.languages)
+    score: float | None
 
 
 @dataclass
@@ -234,7 +235,7 @@ def _capture(line: Line, table: LogTable, languages: LanguageTable, f: IO[bytes]
         digest.removeprefix(_DIGEST_PREFIX) if digest else None,
         "revisit" if mime == "warc/revisit" else "response",
         found.get("filename"), offset, length, redirect, truncated, *_log_columns(entry),
-        found_languages,
+        found_languages, _score(entry),
     )
 
 
@@ -252,11 +253,17 @@ def _log_columns(
     )
 
 
+def _score(entry: dict[str, Any]) -> float | None:
+    """The page's score in its line (the scorer's, hive.fetch.scoring), if any."""
+    score = entry.get("score") if entry else None
+    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
+
+
 def _logged(entry: dict[str, Any]) -> Row:
     url = entry["url"]
     status = entry.get("status")
     started = float(entry["t"]) - float(entry.get("dl", 0.0)) if status is not None else None
     return Row(
         url, cdxj.url_key(url), started, status, entry.get("mime") or None, None, None,
-        None, None, None, None, None, *_log_columns(entry), None,
+        None, None, None, None, None, *_log_columns(entry), None, _score(entry),
     )

@@ -19,7 +19,8 @@ outcome with no record, such as a refusal, a DNS failure, or a fetch whose WARC 
 open), ``outcome`` (the crawl log's kind), ``outcome_reason``, ``outcome_message``,
 ``hop_path`` (``L`` link, ``E`` embed, ``R`` redirect, ``P`` robots.txt, one a hop; ""
 for a seed), ``depth``, ``via`` (the URL it was found on), ``fetch_duration`` (seconds),
-``fetch_bytes`` (the body's as received) and ``outcome_time``.
+``fetch_bytes`` (the body's as received), ``outcome_time`` and ``score`` (the page's
+score by ``priority.scorer``, hive.fetch.scoring; null when none scored it).
 
 Written streaming: rows are turned into Arrow columns ``BATCH_ROWS`` at a time (Python
 objects cost about five times their Arrow form), the batches of ``ROW_GROUP_ROWS`` rows
@@ -85,6 +86,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("fetch_duration", "float64", True),
     ("fetch_bytes", "int64", True),
     ("outcome_time", "timestamp", True),
+    ("score", "float64", True),
 )
 
 
@@ -126,6 +128,7 @@ def columns(group: Iterable[Row]) -> list[list[Any]]:
             row.mime, row.languages, row.truncated, row.filename, row.offset, row.length,
             _subset(row, parts.path), row.record_type, row.outcome, row.reason, row.message,
             row.hop, row.depth, row.via, row.duration, row.size, _micros(row.outcome_time),
+            row.score,
         )
         for add, value in zip(adds, values, strict=True):
             add(value)

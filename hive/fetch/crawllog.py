@@ -5,7 +5,9 @@ What Heritrix's crawl.log gives its users, as JSON lines that ``grep`` and
 the URL it was found on, depth, the MIME type a server gave (``mime``, when
 it gave one), how it was reached from its seed (``hop``, its hop path:
 ``L`` a link, ``E`` an embed, ``R`` a redirect, one letter a hop, as Heritrix
-logs it; absent for a seed), and a message for failures and refusals. A refused URL's line
+logs it; absent for a seed), the page's score when a scorer gave one (``score``,
+hive.fetch.scoring) or why it gave none when it failed (``scorer``), and a message
+for failures and refusals. A refused URL's line
 has the outcome ``refused`` and its ``reason`` (the config key or scope rule
 that refused it; hive/frontier/refusals.py bounds how many). A recrawl's fetch says
 what changed since the prior crawls (``change``: new, changed, unchanged, gone,
@@ -53,6 +55,8 @@ class CrawlLog:
         change: str = "",
         evidence: str = "",
         location: str = "",
+        score: float | None = None,
+        scorer: str = "",
     ) -> None:
         # json.dumps of the same dict, spelled out: a line per page is worth the care.
         line = (
@@ -66,6 +70,8 @@ class CrawlLog:
             + (f', "change": {_string(change)}, "evidence": {_string(evidence)}'
                if change else "")
             + (f', "location": {_string(location)}' if location else "")
+            + (f', "score": {round(score, 4)!r}' if score is not None else "")
+            + (f', "scorer": {_string(scorer)}' if scorer else "")
             + (f', "msg": {_string(message)}}}\n' if message else "}\n")
         )
         self._file.write(line)

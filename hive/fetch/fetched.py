@@ -48,6 +48,10 @@ class Fetched(Outcome):
     change: str = ""
     evidence: str = ""
     location: str = ""  # a moved URL's redirect target
+    # The page's score by the scorer (priority.scorer, hive.fetch.scoring), or None; and why
+    # the scorer gave none when it failed (``error``, ``timeout``, ``bad_value``, ``off``).
+    score: float | None = None
+    scorer: str = ""
 
 
 class Verdict(Enum):

@@ -104,6 +104,7 @@ from hive.core.record import (
     UrlRecord,
     embed_hops,
     extend_path,
+    quantize,
 )
 from hive.core.record import PAGE as PAGE_RECORD
 from hive.core.urls import canonicalize, host_key
@@ -119,6 +120,7 @@ from hive.fetch.requisites import EmbedBudget, css_embeds
 from hive.fetch.robots_fetch import RobotsFetch
 from hive.fetch.robots_policy import RobotsPolicy
 from hive.fetch.robots_rules import RobotsRules
+from hive.fetch.scoring import Page, Scorer
 from hive.fetch.sinks import Exchange, Sinks
 from hive.fetch.sitemap_policy import scope_refusal, sitemap_level
 from hive.fetch.sitemaps import ChildSitemap, SitemapReader, byte_cap, within_depth
@@ -140,6 +142,8 @@ _LISTING_KINDS = {
     SITEMAP: (Kind.SITEMAP_OK, Kind.SITEMAP_TRUNCATED, Kind.SITEMAP_ERROR),
     FEED: (Kind.FEED_OK, Kind.FEED_TRUNCATED, Kind.FEED_ERROR),
 }
+# What the scorer is called on: a page the link parser reads as HTML (hive.fetch.parse).
+HTML_TYPES = frozenset({None, "text/html", "application/xhtml+xml"})
 # The front-queue level of an embed: the highest, so a page's requisites are drawn soon
 # after it and an archive holds the page and its requisites as they were at one moment.
 EMBED_LEVEL = 1
@@ -189,6 +193,7 @@ class Pipeline:
         # Links are evidence of their linking host (hive.frontier.evidence): the recent
         # links drop a host's repeats only (hive.core.recentlinks).
         self.inlinks = cfg.priority.inlink_levels > 0
+        self.scorer = Scorer.from_config(cfg)
         self.cookies = (CookieJars(CookieLimits.from_config(cfg.fetch)) if cfg.fetch.cookies
                         else None)
         self.sinks = sinks
@@ -337,8 +342,12 @@ class Pipeline:
                     if links:
                         fetched.refused_links["on_embed"] += len(links)
                 else:
+                    score = 0
+                    if self.scorer is not None and media in HTML_TYPES:
+                        score = self._score(fetched, result, len(links))
                     path = extend_path(record.path, HOP_LINK)
-                    self._follow(fetched, links, record.depth + 1, record.hops, path)
+                    self._follow(fetched, links, record.depth + 1, record.hops, path,
+                                 score=score)
                     if feeds and self.sitemaps:
                         self._follow(fetched, feeds, record.depth + 1, 0, path, FEED)
             if embeds:
@@ -370,6 +379,15 @@ class Pipeline:
                                  extend_path(record.path, HOP_REDIRECT), kept,
                                  record.hint if kept else 0, embed=embed_hops(record.path) > 0)
         return fetched
+
+    def _score(self, fetched: Fetched, result: FetchResult, links: int) -> int:
+        """The page's score by the scorer (hive.fetch.scoring) on ``fetched``, and quantized
+        for its links' records (0: none)."""
+        assert self.scorer is not None
+        fetched.score, fetched.scorer = self.scorer.score(Page(
+            fetched.lease.record.url, result.status or 0, result.headers, result.content_type,
+            result.body, links))
+        return 0 if fetched.score is None else quantize(fetched.score)
 
     def _sniff(self, record: UrlRecord, result: FetchResult) -> str | None:
         """What a page's response is read as when it is a feed or a sitemap (hive.fetch.sniff):
@@ -493,11 +511,11 @@ class Pipeline:
 
     def _follow(
         self, fetched: Fetched, urls: list[str], depth: int, hops: int, path: str,
-        kind: str = PAGE_RECORD, hint: int = 0, embed: bool = False,
+        kind: str = PAGE_RECORD, hint: int = 0, embed: bool = False, score: int = 0,
     ) -> None:
         """Keep the links (``embed``: the embeds) in scope that were not handed on a moment
         ago, as records of ``kind`` at level ``hint`` if not 0 (an embed's: EMBED_LEVEL);
-        ``path`` is their hop path.
+        ``path`` is their hop path, ``score`` their page's quantized score (0: none).
 
         A link joins ``recent`` only once in scope: scope depends on the page a
         link is found on, so one refused here may be followed from another page.
@@ -519,7 +537,7 @@ class Pipeline:
             recent.add(seen)
             fetched.links.append(UrlRecord(
                 url, host_key(url), depth, source, hops, 0, EMBED_LEVEL if embed else hint,
-                kind, path,
+                kind, path, score,
             ))
 
     def _robots_sitemaps(self, fetched: Fetched, named: tuple[str, ...]) -> None:
@@ -534,9 +552,13 @@ class Pipeline:
     def stats(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.dns.stats())
         out.update(self.fetcher.stats())
+        if self.scorer is not None:
+            out.update(self.scorer.stats())
         if self.cookies is not None:
             out.update(self.cookies.stats())
         return out
 
     def close(self) -> None:
         self.fetcher.close()
+        if self.scorer is not None:
+            self.scorer.close()

@@ -43,12 +43,9 @@ import math
 import mmh3
 
 from hive.config import PriorityConfig
+from hive.core.record import SCORE_STEPS
 
 SKETCH_BITS = 64
-# A quantized score: 1..255 (0 is none).
-SCORE_STEPS = 254
-
-
 def linker_bit(via: str) -> int:
     """The sketch bit of the host of the page ``via`` a link was found on (0: no page,
     as for a seed). ``via`` is a canonical URL (``scheme://host[:port]/...``)."""
@@ -65,16 +62,6 @@ def distinct(sketch: int) -> float:
     """The distinct linking hosts a sketch stands for (linear counting)."""
     zeros = SKETCH_BITS - sketch.bit_count()
     return SKETCH_BITS * math.log(SKETCH_BITS / max(zeros, 1))
-
-
-def quantize(score: float) -> int:
-    """A score in [0, 1] as a record carries it: 1..255."""
-    return 1 + round(min(max(score, 0.0), 1.0) * SCORE_STEPS)
-
-
-def unquantize(code: int) -> float | None:
-    """The score a quantized one stands for (None for 0, no score)."""
-    return None if not code else (code - 1) / SCORE_STEPS
 
 
 class LevelRule:

@@ -397,7 +397,7 @@ class Worker:
             size=fetched.size, download=fetched.finished - fetched.started, via=record.via,
             depth=record.depth, mime=fetched.mime, reason=fetched.reason, message=fetched.message,
             hop=record.path, change=fetched.change, evidence=fetched.evidence,
-            location=fetched.location,
+            location=fetched.location, score=fetched.score, scorer=fetched.scorer,
         )
 
     def _count_listing(self, prefix: str, host: str, fetched: Fetched) -> None:

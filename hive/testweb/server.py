@@ -8,7 +8,8 @@ web from ``python -m hive.testweb`` in a process of its own. With ``sitemaps``
 (off by default, so other tests and benchmarks see the same web), the server
 also answers for the sitemap and feed hosts of hive.testweb.sitemaps
 (``sm-<kind>.<domain>``, on the same port); given a ``CookieWeb``, for its cookie
-hosts (``ck-<i>.<domain>``, hive.testweb.cookies). It always answers for the text
+hosts (``ck-<i>.<domain>``, hive.testweb.cookies); given a ``PowerWeb``, for its
+hosts (``pl<i>.<domain>``, hive.testweb.powerlaw). It always answers for the text
 host, ``text.<domain>`` (hive.testweb.texts), which no page links to: only a crawl
 seeded with it goes there.
 """
@@ -33,6 +34,7 @@ from typing import Any, TextIO
 from hive.testweb import texts
 from hive.testweb.cookies import CookieWeb
 from hive.testweb.graph import STREAM_SECONDS, Response, Stream, Web
+from hive.testweb.powerlaw import PowerWeb
 from hive.testweb.requestlog import Request, hostname, load_log
 from hive.testweb.sitemaps import SitemapWeb
 from hive.testweb.stamps import Stamps, listen_stamped
@@ -47,6 +49,7 @@ class _Site:
         self.web = web
         self.sitemaps: SitemapWeb | None = None
         self.cookies: CookieWeb | None = None
+        self.power: PowerWeb | None = None
         self.port = 0
         self.tripwire = 0
         self.stopping = threading.Event()
@@ -129,6 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
                 site.stopping.wait(found.delay)
             reply = (Response(404, b"not found\n", "text/plain") if found is None
                      else Response(found.status, found.body, found.content_type))
+        elif site.power is not None and site.power.serves(hostname(host)):
+            reply = site.power.respond(hostname(host), self.path, site.port)
         elif hostname(host) == f"{texts.LABEL}.{site.web.domain}":
             reply = texts.respond(self.path)
         else:
@@ -227,12 +232,13 @@ class WebServer(_Served):
 
     def __init__(
         self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
-        sitemaps: bool = False, cookies: CookieWeb | None = None,
+        sitemaps: bool = False, cookies: CookieWeb | None = None, power: PowerWeb | None = None,
     ) -> None:
         self.web = web
         self._log = log.open("a", encoding="utf-8", buffering=1) if log is not None else None
         self._site = _Site(web, self._log)
         self._site.cookies = self.cookies = cookies
+        self._site.power = self.power = power
         self._servers: list[_HTTPServer] = []
         self._threads: list[threading.Thread] = []
         try:
@@ -366,13 +372,14 @@ class WebProcess(_Served):
 
 def serve(
     web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
-    sitemaps: bool = False, cookies: CookieWeb | None = None,
+    sitemaps: bool = False, cookies: CookieWeb | None = None, power: PowerWeb | None = None,
 ) -> WebServer:
     """Serve ``web`` on ``host:port`` (0: any free port) from background threads; with
     ``sitemaps``, the sitemap and feed hosts too (hive.testweb.sitemaps), with ``cookies``
-    its cookie hosts (hive.testweb.cookies, of ``web``'s domain).
+    its cookie hosts (hive.testweb.cookies, of ``web``'s domain), with ``power`` the hosts
+    of a power-law web (hive.testweb.powerlaw, of the same domain).
 
     Also opens the tripwire on ``127.0.0.1``. Every request is logged in
     memory and, when ``log`` is given, appended to that file as JSON lines.
     """
-    return WebServer(web, host, port, log, sitemaps, cookies)
+    return WebServer(web, host, port, log, sitemaps, cookies, power)

@@ -11,9 +11,9 @@ import pytest
 
 from hive.config import PriorityConfig
 from hive.core.lease import LeaseKind
-from hive.core.record import UrlRecord
+from hive.core.record import UrlRecord, quantize, unquantize
 from hive.core.urls import fingerprint, host_hash
-from hive.frontier.evidence import LevelRule, distinct, linker_bit, quantize, unquantize
+from hive.frontier.evidence import LevelRule, distinct, linker_bit
 from hive.frontier.frontier import Frontier
 from hive.storage.schema import HOST_LEVEL_SEQ, LEVEL_SEQ, Pending, pending, url_key
 from tests.frontier.conftest import Opener, rec
