@@ -289,6 +289,7 @@ class Frontier:
         queued: list[tuple[int, int, bytes]] = []
         admitted = 0
         caps, store = self.domain_caps, self.store
+        via, bit = "", 0  # a page's links come together: its host's bit once for them
         for hk, group in groups.items():
             hh = host_hash(hk)
             known = self.back.host(hh)
@@ -319,7 +320,9 @@ class Frontier:
                     self._refuse(key, host, record, domains.MAX_PAGES, domain)
                     continue
                 state = state_of(key)
-                linkers = linker_bit(record.via) if inlinks else 0
+                if inlinks and record.via != via:
+                    via, bit = record.via, linker_bit(record.via)
+                linkers = bit
                 score = record.score
                 if state is None:
                     _hold(host, kind)
