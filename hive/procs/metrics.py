@@ -11,7 +11,8 @@ from /proc at the scrape, through psutil objects owned by the collector.
 Per worker (label ``worker``): pages fetched, bytes, requests, outcomes by
 kind, HTTP responses by status class, refusals by reason, URLs admitted and
 pending, hosts by state, leases in flight, cookies refused and dropped and the
-bytes the cookie jars hold, optional outputs' failures by sink, the fetch-duration histogram
+bytes the cookie jars hold, optional outputs' failures by sink, the scorer's pages by
+result and the links that raised queued URLs (hive.frontier.evidence), the fetch-duration histogram
 (hive/procs/fetchtimes.py), the politeness wait (until its first waiting host
 may go), robots.txt and DNS cache hits and misses, outbox depth, the drain
 forecast (hive/procs/hoststatus.py) and the time of the last report. Per
@@ -63,6 +64,8 @@ COUNTERS: tuple[Row, ...] = (
     ("hive_dns_cache_misses", "DNS look-ups that asked the resolver.", "dns/misses"),
     ("hive_robots_cache_misses", "robots.txt rules not in memory or the store.",
      "robots/misses"),
+    ("hive_priority_evidence", "Links that added to a queued URL's in-link evidence.",
+     "priority/evidence"),
 )
 # Stats keys read as gauges per worker.
 GAUGES: tuple[Row, ...] = (
@@ -84,6 +87,10 @@ LABELLED = (
      "cookies/dropped/"),
     ("hive_changes", "A recrawl's fetches by what changed since the prior crawls (new, "
      "changed, unchanged, gone, moved).", "change", "changes/"),
+    ("hive_scorer_pages", "Pages put to the scorer (priority.scorer), by result: scored, "
+     "none, error, timeout, bad_value, off.", "result", "priority/scorer/"),
+    ("hive_priority_moves", "Queued URLs moved up by their in-link evidence, by queue.",
+     "queue", "priority/moved/"),
 )
 HOST_STATES = ("bound", "ready", "waiting", "parked")
 

@@ -53,7 +53,8 @@ def a_report(now: float) -> dict[str, float]:
         "dns/misses": 2, "outbox/size": 1, "frontier/wait/until": now + 30,
         "hosts/time": now, "hosts/drain": 120.0, "hive/time": now, **times.stats(),
         "cookies/refused/too_large": 49, "cookies/dropped/header_bytes": 3,
-        "cookies/bytes": 9000,
+        "cookies/bytes": 9000, "priority/evidence": 40, "priority/moved/back": 7,
+        "priority/scorer/scored": 11, "priority/scorer/timeout": 2,
     }
 
 
@@ -82,6 +83,9 @@ def test_a_snapshot_is_exposed_with_prometheus_names(server: MetricsServer) -> N
     assert got[("hive_cookies_refused_total", (("reason", "too_large"), ("worker", "0")))] == 49
     assert got[("hive_cookies_dropped_total", (("bound", "header_bytes"), ("worker", "0")))] == 3
     assert got[("hive_cookie_bytes", w0)] == 9000
+    assert got[("hive_priority_evidence_total", w0)] == 40
+    assert got[("hive_priority_moves_total", (("queue", "back"), ("worker", "0")))] == 7
+    assert got[("hive_scorer_pages_total", (("result", "timeout"), ("worker", "0")))] == 2
     assert got[("hive_supervisor_outbox_batches", ())] == 4
     assert 0 < got[("hive_politeness_wait_seconds", w0)] <= 30
     assert 0 < got[("hive_drain_forecast_seconds", w0)] <= 120
