@@ -419,9 +419,11 @@ class Frontier:
         data = store.get("back", back_key)
         if data is not None:
             self._seq += 1
-            self.back.move(back_key, host, to, self._seq, data)
+            moved = self.back.move(back_key, host, to, self._seq, data)
             if hh in self.back.bound:
                 self._dirty.add(hh)
+                if host.head is not None and host.head[0] == moved:  # a ready host ranks by it
+                    self.heap.improve(hh, to)
             self._count("priority/moved/back")
             return self._seq
         front_key = LEVEL_SEQ.pack(level, seq)

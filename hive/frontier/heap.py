@@ -31,6 +31,7 @@ class ReadyHeap:
         self._ready: list[tuple[float, int, int]] = []
         self._token: dict[int, int] = {}
         self._where: dict[int, bool] = {}
+        self._since: dict[int, float] = {}  # each ready host's readiness, for ``improve``
         self._seq = itertools.count()
 
     def schedule(self, host: int, when: float, now: float) -> None:
@@ -38,7 +39,20 @@ class ReadyHeap:
         token = next(self._seq)
         self._token[host] = token
         self._where[host] = False
+        self._since.pop(host, None)
         heapq.heappush(self._waiting, (when, token, host, when if when > now else now))
+        if len(self._waiting) + len(self._ready) > 2 * len(self._token) + 64:
+            self.compact()
+
+    def improve(self, host: int, head_level: int) -> None:
+        """A ready host's head URL got better (it rose, hive.frontier.evidence): rank it
+        again with the same readiness. Nothing for a host that is not ready."""
+        since = self._since.get(host)
+        if since is None:
+            return
+        token = next(self._seq)
+        self._token[host] = token
+        heapq.heappush(self._ready, (head_level + self.aging * since, token, host))
         if len(self._waiting) + len(self._ready) > 2 * len(self._token) + 64:
             self.compact()
 
@@ -46,6 +60,7 @@ class ReadyHeap:
         """Forget a host (released, parked, or leased); its entries become stale."""
         self._token.pop(host, None)
         self._where.pop(host, None)
+        self._since.pop(host, None)
 
     def __len__(self) -> int:
         """Hosts in either heap."""
@@ -62,6 +77,7 @@ class ReadyHeap:
             if token.get(host) != tok:
                 continue
             self._where[host] = True
+            self._since[host] = since
             heapq.heappush(self._ready, (head_level(host) + self.aging * since, tok, host))
 
     def pop(self) -> int | None:
@@ -72,6 +88,7 @@ class ReadyHeap:
             if token.get(host) == tok:
                 del token[host]
                 del self._where[host]
+                del self._since[host]
                 return host
         return None
 

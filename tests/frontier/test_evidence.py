@@ -15,6 +15,7 @@ from hive.core.record import UrlRecord, quantize, unquantize
 from hive.core.urls import fingerprint, host_hash
 from hive.frontier.evidence import LevelRule, distinct, linker_bit
 from hive.frontier.frontier import Frontier
+from hive.frontier.heap import ReadyHeap
 from hive.storage.schema import HOST_LEVEL_SEQ, LEVEL_SEQ, Pending, pending, url_key
 from tests.frontier.conftest import Opener, rec
 from tests.frontier.test_discovery import REOPEN, pages, settle, verified
@@ -168,3 +169,16 @@ def test_off_no_url_moves(opener: Callable[..., Opener]) -> None:
     assert state(f, TARGET).level == 4 and state(f, TARGET).linkers == 0
     assert "priority/evidence" not in f.counts
     verified(o, f)
+
+
+def test_a_ready_host_whose_head_rose_is_ranked_again() -> None:
+    heap = ReadyHeap(aging=1.0)
+    heap.schedule(1, 0.0, 0.0)
+    heap.schedule(2, 0.0, 0.0)
+    heap.promote(0.0, {1: 3, 2: 5}.__getitem__)
+    heap.improve(2, 1)
+    heap.improve(3, 1)  # not in the heap: nothing
+    assert [heap.pop(), heap.pop(), heap.pop()] == [2, 1, None]
+    heap.schedule(1, 5.0, 0.0)
+    heap.improve(1, 1)  # waiting, not ready: it ranks when it becomes ready
+    assert heap.pop() is None and len(heap) == 1
