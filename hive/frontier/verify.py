@@ -452,6 +452,9 @@ class _Checker:
                 pending_urls += 1
                 pending_sum += int.from_bytes(key[8:], "big")
                 if state != PENDING and entry is not None:
+                    if entry.level and not entry.base:
+                        self.report.add(f"urls {key.hex()}: pending at level {entry.level} "
+                                        "with no prioritizer's level (base 0)")
                     if entry.kind == LISTED:
                         apart[LISTED] += 1
                     if entry.seq > self.max_seq:  # the place it names: a seq the meta passed

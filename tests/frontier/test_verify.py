@@ -32,6 +32,7 @@ from hive.storage.schema import (
     parked_key,
     url_key,
 )
+from hive.storage.schema import pending as schema_pending
 from tests.frontier.conftest import Opener, rec, small_config
 
 OK = Outcome("ok", 200)
@@ -545,3 +546,12 @@ def test_many_hosts_in_front_and_back_pass(tmp_path: Path) -> None:
     assert report.ok, report.summary()
     assert report.counts["urls/pending"] == 6000
     assert report.counts["back"] > 0 and report.counts["front"] > 0
+
+
+def test_a_placed_state_without_its_base_level(store: Path) -> None:
+    with tamper(store) as t:
+        key, state = next((k, v) for k, v in t.items("urls") if v[:1] == PENDING)
+        placed = schema_pending(state)
+        assert placed is not None and placed.level
+        t.put("urls", key, placed._replace(base=0).encode())
+    assert_reported(verify_store(store), key.hex(), "no prioritizer's level")
