@@ -3,14 +3,19 @@ that raises, hangs or answers garbage is counted and ignored per page."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from hive import config
 from hive.errors import ConfigError
+from hive.export.captures import _logged
+from hive.export.parquet import COLUMNS, columns
+from hive.fetch.crawllog import CrawlLog
 from hive.fetch.scoring import MAX_HUNG, Page, Scorer, text_quality, visible_text
 from hive.testweb.powerlaw import PowerWeb
 
@@ -91,3 +96,19 @@ def test_the_scorer_path_is_checked_before_a_crawl() -> None:
         base.replace(priority={"scorer_timeout": 0})
     cfg = base.replace(priority={"scorer": "hive.fetch.scoring:text_quality"})
     assert Scorer.from_config(cfg) is not None and Scorer.from_config(base) is None
+
+
+def test_a_score_in_the_crawl_log_is_the_parquet_indexs_score_column(tmp_path: Path) -> None:
+    """The crawl log's ``score`` reaches the export's row and its ``score`` column; a line
+    without one (or with garbage) has none."""
+    log = CrawlLog(tmp_path, "crawl-00", 1 << 20)
+    log.write(1.0, "ok", "http://a.test/", status=200, score=0.8125, scorer="")
+    log.write(2.0, "ok", "http://a.test/b", status=200, scorer="timeout")
+    log.close()
+    lines = [json.loads(line) for line in (tmp_path / "crawl-00.jsonl").read_text().splitlines()]
+    assert lines[0]["score"] == 0.8125 and "scorer" not in lines[0]
+    assert "score" not in lines[1] and lines[1]["scorer"] == "timeout"
+    rows = [_logged(line) for line in [*lines, {**lines[0], "score": "high"}]]
+    assert [row.score for row in rows] == [0.8125, None, None]
+    at = [name for name, _, _ in COLUMNS].index("score")
+    assert columns(rows)[at] == [0.8125, None, None]
