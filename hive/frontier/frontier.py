@@ -51,6 +51,13 @@ up; one refused at admission for how it was found (too deep) is admitted when a
 discovery passes (hive.frontier.seen). So each lease first checks that its
 record is still its URL's live entry.
 
+**Evidence** (hive.frontier.evidence): a link to a URL already pending adds its linking
+host and score to the URL's state; when that raises its level, ``_move`` deletes its
+entry where its state places it (its host's back queue, else the front) and puts it at
+the new level under a new seq, the state naming the new place, in the same transaction:
+one URL, one live entry, found without a scan. A leased entry, or one waiting out a
+retry, stays where it is (its evidence is kept; the next link moves it).
+
 Why one module: this is the façade, Mercator's three verbs and the rules that need
 more than one part at once. A URL's state in the seen set, its entry in a queue, its
 host's record, the heap and the lease move together, in one transaction, or the
