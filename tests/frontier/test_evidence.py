@@ -182,3 +182,24 @@ def test_a_ready_host_whose_head_rose_is_ranked_again() -> None:
     heap.schedule(1, 5.0, 0.0)
     heap.improve(1, 1)  # waiting, not ready: it ranks when it becomes ready
     assert heap.pop() is None and len(heap) == 1
+
+
+@pytest.mark.parametrize("queued", [10, 2000])
+def test_a_link_costs_a_bounded_number_of_writes_however_long_the_queues(
+    opener: Callable[..., Opener], queued: int
+) -> None:
+    """Evidence is a state write and, when the URL rises, one delete and one put: no scan,
+    so the writes a link costs do not grow with what is queued before or after it."""
+    o = opener(robots={"enabled": False})
+    f = o.open()
+    f.admit([link(f"http://t.test/q/{i}", "http://t.test/") for i in range(queued)], 0.0)
+    f.admit([link(TARGET, "http://l0.test/")], 0.0)
+    f.admit([link(f"http://t.test/r/{i}", "http://t.test/") for i in range(queued)], 0.0)
+    f.commit(0.0)
+    before = f.store.ops
+    f.admit(from_hosts(TARGET, 1, 63), 0.0)
+    assert state(f, TARGET).level == 1
+    writes = f.store.ops - before
+    moves = f.counts["priority/moved/front"]
+    assert writes <= f.counts["priority/evidence"] + 2 * moves <= 63 + 2 * 3, (writes, moves)
+    verified(o, f)
