@@ -159,16 +159,21 @@ class Scorer:
             return self._fail("error")
         value = call.value
         if value is None:
-            self.counts["priority/scorer/none"] += 1
+            self._count("none")
             return None, ""
         if (isinstance(value, bool) or not isinstance(value, int | float)
                 or not math.isfinite(value) or not 0.0 <= value <= 1.0):
             return self._fail("bad_value")
-        self.counts["priority/scorer/scored"] += 1
+        self._count("scored")
         return float(value), ""
 
+    def _count(self, result: str) -> None:
+        """Count a page's result (the fetch threads share the counts)."""
+        with self._lock:
+            self.counts[f"priority/scorer/{result}"] += 1
+
     def _fail(self, why: str) -> tuple[None, str]:
-        self.counts[f"priority/scorer/{why}"] += 1
+        self._count(why)
         return None, why
 
     def _done(self) -> None:
@@ -177,7 +182,8 @@ class Scorer:
             self.hung -= 1
 
     def stats(self) -> dict[str, int]:
-        return dict(self.counts)
+        with self._lock:
+            return dict(self.counts)
 
     def close(self) -> None:
         """End the idle helpers (one still running a hung call ends when it returns)."""
