@@ -104,6 +104,7 @@ from hive.storage.schema import (
     MetaState,
     Pending,
     damaged_key,
+    evidence_of,
     pending,
     pending_entry,
     url_key,
@@ -393,14 +394,14 @@ class Frontier:
         """A link to a pending URL (``state``) adds its linking host and score to the URL's
         evidence; if that raises its level, the URL moves there (``_move``). A URL whose
         state names no place (written by an earlier hive) or that is done takes none."""
+        known = evidence_of(state)
+        if known is None or (linkers | known[0] == known[0] and score <= known[1]):
+            return  # no place named (done, refused, an earlier hive's state), or nothing new
         entry = pending(state)
-        if entry is None or not entry.level:
+        if entry is None:
             return
         linkers |= entry.linkers
-        if score < entry.score:
-            score = entry.score
-        if linkers == entry.linkers and score == entry.score:
-            return
+        score = max(score, entry.score)
         self._count("priority/evidence")
         level, seq = entry.level, entry.seq
         rises = self.rule.level(entry.base, linkers, score)

@@ -153,6 +153,9 @@ _PENDING_TAIL = struct.Struct(">cH")
 PENDING_SIZE = 1 + _PENDING_TAIL.size
 _PENDING_PLACED = struct.Struct(">cHBQBQB")
 PLACED_SIZE = 1 + _PENDING_PLACED.size
+# Where a placed state keeps its evidence (the linkers sketch and the score), read alone.
+_EVIDENCE = struct.Struct(">QB")
+_EVIDENCE_AT = PLACED_SIZE - _EVIDENCE.size
 
 # Keys of the ``meta`` database.
 META_STATE = b"state"
@@ -209,11 +212,25 @@ def pending(state: bytes) -> Pending | None:
     return Pending("" if kind == "p" else kind, depth, level, seq, base, linkers, score)
 
 
+def evidence_of(state: bytes) -> tuple[int, int] | None:
+    """(linkers, score) of a placed pending state without decoding the rest (the owner's
+    check, for each link to a pending URL, whether it tells anything new); None for any
+    other state."""
+    if len(state) != PLACED_SIZE or state[:1] != PENDING:
+        return None
+    found: tuple[int, int] = _EVIDENCE.unpack_from(state, _EVIDENCE_AT)
+    return found
+
+
 def pending_entry(state: bytes) -> tuple[str, int] | None:
     """(kind, depth) of the live entry a pending state names; None for a bare ``p``
-    (written before states named it) or a state that is not pending."""
-    found = pending(state)
-    return None if found is None else (found.kind, found.depth)
+    (written before states named it) or a state that is not pending. Both forms of a
+    pending state start with the kind and depth: read them alone."""
+    if state[:1] != PENDING or len(state) not in (PENDING_SIZE, PLACED_SIZE):
+        return None
+    code, depth = _PENDING_TAIL.unpack_from(state, 1)
+    kind = code.decode("ascii", "replace")
+    return ("" if kind == "p" else kind), depth
 
 
 def url_key(host_hash: int, url_hash: int) -> bytes:
