@@ -22,7 +22,7 @@ def row(**fields: object) -> Row:
         digest="AAAA", record_type="response", filename="f.warc.gz", offset=0, length=10,
         redirect=None, truncated=None, outcome="ok", reason=None, message=None, hop="LL",
         via="http://a.test/", depth=2, duration=0.1, size=10, outcome_time=1000.1,
-        languages=None)
+        languages=None, score=None)
     base.update(fields)
     return Row(**base)  # type: ignore[arg-type]
 
