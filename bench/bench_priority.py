@@ -10,7 +10,8 @@ fresh data directory:
 
 - ``plain``: the prioritizer's levels only (``priority.inlink_levels = 0``,
   ``score_levels = 0``): depth from the seeds, first come first served within a level;
-- ``inlinks``: the default, in-link evidence at the owner (hive.frontier.evidence);
+- ``inlinks``: in-link evidence at the owner (``priority.inlink_levels = 1``; off by
+  default), hive.frontier.evidence;
 - ``scored``: in-links and the example scorer (``priority.scorer =
   "hive.fetch.scoring:text_quality"``), its scores propagated to the out-links.
 
@@ -49,8 +50,8 @@ from hive.testweb.powerlaw import PowerWeb  # noqa: E402
 ADDRESS = "127.0.0.2"
 MODES: dict[str, dict[str, Any]] = {
     "plain": {"inlink_levels": 0.0, "score_levels": 0.0, "scorer": ""},
-    "inlinks": {},
-    "scored": {"scorer": "hive.fetch.scoring:text_quality"},
+    "inlinks": {"inlink_levels": 1.0},
+    "scored": {"inlink_levels": 1.0, "scorer": "hive.fetch.scoring:text_quality"},
 }
 
 

@@ -22,6 +22,7 @@ from tests.frontier.test_discovery import REOPEN, pages, settle, verified
 from tests.frontier.test_frontier import OK, ROBOTS_OK
 
 TARGET = "http://t.test/deep/page.html"
+INLINKS = {"inlink_levels": 1.0}  # on: off by default (conf/default.toml)
 
 
 def link(url: str, via: str, depth: int = 3, score: int = 0) -> UrlRecord:
@@ -90,7 +91,7 @@ def test_the_sketch_counts_distinct_hosts_within_ten_percent() -> None:
 def test_a_url_in_the_front_rises_as_hosts_link_to_it(
     opener: Callable[..., Opener], reopen: str
 ) -> None:
-    o = opener(robots={"enabled": False})
+    o = opener(robots={"enabled": False}, priority=INLINKS)
     f = o.open()
     f.admit([link(TARGET, "http://l0.test/")], 0.0)
     first = state(f, TARGET)
@@ -110,7 +111,7 @@ def test_a_url_in_the_front_rises_as_hosts_link_to_it(
 def test_a_url_in_its_hosts_back_queue_moves_ahead_of_its_host(
     opener: Callable[..., Opener],
 ) -> None:
-    o = opener(robots={"enabled": False})
+    o = opener(robots={"enabled": False}, priority=INLINKS)
     f = o.open()
     others = [f"http://t.test/p/{i}.html" for i in range(6)]
     f.admit([link(url, "http://t.test/", depth=1) for url in others], 0.0)
@@ -131,7 +132,7 @@ def test_a_url_in_its_hosts_back_queue_moves_ahead_of_its_host(
 def test_a_leased_url_stays_in_flight_and_keeps_its_evidence(
     opener: Callable[..., Opener],
 ) -> None:
-    o = opener(robots={"enabled": True})
+    o = opener(robots={"enabled": True}, priority=INLINKS)
     f = o.open()
     f.admit([link(TARGET, "http://l0.test/")], 0.0)
     robots = f.pop_ready(0.0).lease
@@ -190,7 +191,7 @@ def test_a_link_costs_a_bounded_number_of_writes_however_long_the_queues(
 ) -> None:
     """Evidence is a state write and, when the URL rises, one delete and one put: no scan,
     so the writes a link costs do not grow with what is queued before or after it."""
-    o = opener(robots={"enabled": False})
+    o = opener(robots={"enabled": False}, priority=INLINKS)
     f = o.open()
     f.admit([link(f"http://t.test/q/{i}", "http://t.test/") for i in range(queued)], 0.0)
     f.admit([link(TARGET, "http://l0.test/")], 0.0)

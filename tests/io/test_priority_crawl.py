@@ -69,7 +69,7 @@ def test_a_url_rises_and_is_fetched_first_across_a_kill_nine(tmp_path: Path) -> 
     with serve(Web(hosts=1, hostile=False), WEB_ADDRESS, power=WEB) as server:
         cfg = crawl_config(
             server, scope={"mode": "any"}, politeness={"crawl_delay_cap": 2.0},  # type: ignore[arg-type]
-            priority={"scorer": "hive.fetch.scoring:text_quality"},
+            priority={"scorer": "hive.fetch.scoring:text_quality", "inlink_levels": 1.0},
         )
         url = WEB.url(target, server.port)
         (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
