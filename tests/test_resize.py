@@ -51,7 +51,8 @@ from tests.conftest import WEB_ADDRESS, wait_for
 from tests.frontier.conftest import rec, small_config
 from tests.test_hive import Hive, check_crawl, finish
 
-CFG = small_config(frontier={"min_bound_hosts": 24, "max_bound_hosts": 24})
+CFG = small_config(frontier={"min_bound_hosts": 24, "max_bound_hosts": 24},
+                   priority={"inlink_levels": 1.0})  # risen URLs move with their hosts
 HOSTS, PAGES, ORPHANS = 300, 4, 12
 NOW = 1000.0
 ROOT = Path(__file__).resolve().parents[1]
