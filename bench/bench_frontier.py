@@ -202,6 +202,9 @@ def run(
     cfg = config.load(environ={}).replace(
         robots={"enabled": False},
         frontier={"max_depth": 100, "max_urls_per_host": 0, "sync_interval": 3600.0},
+        # Every host is of example.com: no cap, so every URL is admitted (the domain rows
+        # are kept all the same: their cost is measured).
+        scope={"max_hosts_per_domain": 0, "max_pages_per_domain": 0},
         fetch={"threads": args.threads},
     )
     replay = None

@@ -94,6 +94,7 @@ class FetchConfig:
     threads: int
     user_agent: str
     connect_timeout: float
+    connect_attempts: int
     read_timeout: float
     total_timeout: float
     max_body_bytes: int
@@ -292,6 +293,7 @@ MINIMUM_ONE = {
     "frontier.levels", "frontier.max_bound_hosts", "frontier.min_bound_hosts",
     "frontier.draw_batch", "frontier.txn_max_ops", "frontier.map_size_mb",
     "fetch.threads", "fetch.max_body_bytes", "fetch.max_decoded_bytes", "dns.cache_size",
+    "fetch.connect_attempts",
     "robots.tries", "robots.max_bytes", "scope.max_url_length", "scope.max_segment_repeat",
     "warc.max_file_bytes", "fetch.pool_connections", "hive.procs", "hive.vnodes",
     "warc.revisit_min_bytes", "hive.max_tries", "hive.overflow", "hive.tcp_port",

@@ -5,6 +5,7 @@ stores pass hive verify (their domain rows are the sums of their host records)."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,17 @@ def test_a_link_farm_gets_at_most_its_cap_of_hosts(tmp_path: Path) -> None:
     assert hive.state()["ring"]["key"] == "domain"
     verified = hive.run("verify")
     assert verified.returncode == 0, verified.stdout
+    # The report names the farm's domain among the busiest, with its hosts and refusals.
+    made = hive.run("report", "--out", str(tmp_path / "report.html"), timeout=120)
+    assert made.returncode == 0, made.stderr
+    page = (tmp_path / "report.html").read_text()
+    section = page[page.index('id="domains"'):page.index('id="refusals"')]
+    row = re.search(r"<td>example\.com</td>((?:<td[^>]*>[^<]*</td>)+)", section)
+    assert row is not None, section[:3000]
+    cells = [int(c.replace(",", "")) for c in re.findall(r">([\d,]+)<", row.group(1))]
+    fetched, pages, hosts, refused_hosts, refused_pages = cells
+    assert (hosts, pages, refused_pages) == (CAP, CAP, 0) and fetched == CAP
+    assert refused_hosts > 0
     # The normal hosts (their own domains: an unknown TLD) were crawled whole.
     fetched = {r.url for r in web.requests if r.method == "GET"}
     assert web.in_scope_urls() <= fetched

@@ -23,13 +23,13 @@ from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import Hive, finish
 
-SECTIONS = ("summary", "rates", "outcomes", "mime", "hosts", "refusals", "depth", "waits",
-            "slowest", "skipped")
+SECTIONS = ("summary", "rates", "outcomes", "mime", "hosts", "domains", "refusals", "depth",
+            "waits", "slowest", "skipped")
 # Sections drawn from data: each has a plot once the crawl has done anything.
-PLOTTED = ("rates", "outcomes", "hosts", "refusals", "depth", "waits", "slowest")
+PLOTTED = ("rates", "outcomes", "hosts", "domains", "refusals", "depth", "waits", "slowest")
 # The plots of each section in the report of the crawl below (the rest have none).
-PLOTS = {"rates": 1, "outcomes": 2, "mime": 1, "hosts": 3, "refusals": 1, "depth": 1,
-         "waits": 1, "slowest": 1}
+PLOTS = {"rates": 1, "outcomes": 2, "mime": 1, "hosts": 3, "domains": 1, "refusals": 1,
+         "depth": 1, "waits": 1, "slowest": 1}
 LINE = ('{"t": 1.5, "outcome": "ok", "status": 200, "bytes": 9, "dl": 0.1, '
         '"url": "http://a.test/", "via": "", "depth": 0}\n')
 

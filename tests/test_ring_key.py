@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import lmdb
+import pytest
 
 from hive.core.keys import DOMAIN, HOST, registered_domain
 from hive.core.ring import Ring
@@ -19,10 +20,14 @@ from hive.frontier.frontier import Frontier
 from hive.frontier.hosts import HostState
 from hive.frontier.verify import verify_data_dir
 from hive.outcome import Outcome
+from hive.procs.lifecycle import ExitCode
 from hive.procs.resize import resize, resize_if_changed, start_ring
 from hive.storage.datadir import DataDir
 from hive.storage.schema import DB_NAMES
+from hive.testweb import Web, WebProcess, duplicates
+from tests.conftest import WEB_ADDRESS
 from tests.frontier.conftest import rec, small_config
+from tests.test_hive import Hive, finish
 
 CFG = small_config(frontier={"min_bound_hosts": 8, "max_bound_hosts": 8})
 DOMAINS, HOSTS_PER_DOMAIN, PAGES = 12, 10, 3
@@ -149,3 +154,35 @@ def test_a_new_directory_places_by_domain_and_a_resize_moves_domains_whole(
         assert sorted(rows) == sorted({registered_domain(h) for h in HOSTS})
         assert all(len(where) == 1 and row.hosts == HOSTS_PER_DOMAIN
                    and row.pages == HOSTS_PER_DOMAIN * PAGES for where, row in rows.values())
+
+
+@pytest.mark.slow
+def test_a_hive_made_before_the_scheme_resumes_placing_by_host(tmp_path: Path) -> None:
+    """A real hive crawls part of a web of one registered domain with hosts placed by host,
+    its hive.json is then written as before the scheme (no key), and a start with today's
+    default ("domain") resumes it by host: nothing misrouted (hive verify with the ring in
+    force), every page fetched once at the server."""
+    web_def = Web(seed=3, hosts=2, pages=2, hostile=False, farm=150)
+    with WebProcess(web_def, tmp_path / "requests.jsonl", host=WEB_ADDRESS) as web:
+        sections: dict[str, dict[str, object]] = {
+            "dns": {"resolve": [web.resolve, f"*.{web_def.farm_domain}={WEB_ADDRESS}"]},
+            "scope": {"max_hosts_per_domain": 0},
+        }
+        old = Hive(tmp_path, web, hive={"ring_key": HOST}, **sections)  # type: ignore[arg-type]
+        with old.seeds.open("a") as seeds:
+            seeds.write(web_def.farm_seed(web.port) + "\n")
+        finish(old.start(2, "--max-pages", "60"), code=ExitCode.MAX_PAGES)
+        state = json.loads((old.data / "hive.json").read_text())
+        assert state["ring"].pop("key") == HOST
+        DataDir(old.data).write_state(state)  # as a hive of before the scheme wrote it
+        new = Hive(tmp_path, web, **sections)  # type: ignore[arg-type]
+        with new.seeds.open("a") as seeds:
+            seeds.write(web_def.farm_seed(web.port) + "\n")
+        finish(new.start(2), timeout=180)
+        requests = web.requests
+    assert new.state()["ring"]["key"] == HOST
+    verified = new.run("verify")
+    assert verified.returncode == 0 and verified.stdout.count(": ok") == 2, verified.stdout
+    assert len(web_def.farm_hosts(requests)) == 150
+    assert duplicates(requests) == {}
+    assert web.in_scope_urls() <= {r.url for r in requests if r.method == "GET"}

@@ -165,6 +165,7 @@ class Fetcher:
         verify_tls: bool = True,
         headers: Sequence[str] = (),
         proxy: Proxy | None = None,
+        connect_attempts: int = 1,
     ) -> None:
         if _CONTROL.search(user_agent):
             raise ValueError(f"user agent must be one line of printable text: {user_agent!r}")
@@ -172,6 +173,7 @@ class Fetcher:
             if _CONTROL.search(line) or ":" not in line:
                 raise ValueError(f"a request header must be one 'Name: value' line: {line!r}")
         self.connect_timeout = connect_timeout
+        self.connect_attempts = max(1, connect_attempts)
         self.read_timeout = read_timeout
         self.total_timeout = total_timeout
         self.max_body_bytes = max_body_bytes
@@ -195,6 +197,7 @@ class Fetcher:
         self._stats: dict[str, int] = {
             "fetch/requests": 0, "fetch/bytes": 0,
             "fetch/connections/opened": 0, "fetch/connections/reused": 0,
+            "fetch/connections/fallbacks": 0,
         }
 
     @classmethod
@@ -205,13 +208,22 @@ class Fetcher:
             cfg.max_body_bytes, cfg.max_decoded_bytes, cfg.pool_connections * cfg.threads,
             ca_file=cfg.ca_file, ca_dir=cfg.ca_dir, verify_tls=cfg.verify_tls,
             headers=cfg.headers, proxy=Proxy.parse(cfg.proxy, cfg.no_proxy),
+            connect_attempts=cfg.connect_attempts,
         )
 
     def fetch(
         self, url: str, address: str, *, max_body_bytes: int | None = None,
         cookie: str | None = None, via: str = "", conditional: str = "",
+        fallbacks: Sequence[str] = (),
     ) -> FetchResult:
         """GET url from address (an IP literal); never raises for a failed fetch.
+
+        ``fallbacks``: the host's other addresses (IP literals, in the order to try them:
+        hive.fetch.dns.happy_eyeballs), each tried in turn when the connection to the one
+        before fails (refused, unreachable, timed out; not a TLS failure, nor anything
+        after the connection stood), up to ``connect_attempts`` addresses in all and
+        within the one ``total_timeout``; the result's ``address`` is the last one tried.
+        Not when tunnelling through a proxy, which the connection is to.
 
         ``max_body_bytes`` overrides the fetcher's cap for this request (robots.txt);
         ``cookie`` is a Cookie header value to send; ``via`` the address (an IP
@@ -232,9 +244,21 @@ class Fetcher:
             if conditional:
                 request += conditional.encode("latin-1", "replace")
             request += b"\r\n"
-            progress.phase = "connect"
-            key = (scheme, address, port, host if scheme == "https" else "", via)
-            self._exchange(key, request, t0 + self.total_timeout, limit, progress)
+            tries = [address, *fallbacks][: 1 if via else self.connect_attempts]
+            for n, address in enumerate(tries, 1):
+                progress = _Progress()
+                progress.phase = "connect"
+                key = (scheme, address, port, host if scheme == "https" else "", via)
+                try:
+                    self._exchange(key, request, t0 + self.total_timeout, limit, progress)
+                except (OSError, TotalTimeout) as exc:
+                    if (n == len(tries) or not _next_address(exc, progress)
+                            or time.monotonic() >= t0 + self.total_timeout):
+                        raise
+                    with self._stats_lock:
+                        self._stats["fetch/connections/fallbacks"] += 1
+                    continue
+                break
         except Exception as exc:  # the boundary: every failure becomes an outcome kind
             failure = self._classify(exc, progress.phase)
             progress.truncated = progress.truncated or progress.phase == "body"
@@ -254,7 +278,8 @@ class Fetcher:
 
     def stats(self) -> dict[str, int]:
         """Counters: fetch/requests, fetch/bytes (bodies as received), fetch/outcome/<kind>,
-        fetch/connections/opened and fetch/connections/reused."""
+        fetch/connections/opened, fetch/connections/reused and fetch/connections/fallbacks
+        (connections tried at a host's next address after its last one failed)."""
         with self._stats_lock:
             return dict(self._stats)
 
@@ -519,6 +544,14 @@ class Fetcher:
 # Exceptions to outcome kinds, declared: an exception takes the kind of the first class
 # of its MRO that the table names (so a subclass may map apart from its base, and a
 # class deriving from two named ones takes the one its MRO puts first: http.client's
+def _next_address(exc: BaseException, progress: _Progress) -> bool:
+    """Whether a failure is the connection's to its address, which another of the host's
+    addresses may not share: the TCP connect refused, unreachable or timed out, before any
+    byte of a request went out (a TLS failure is the server's, whatever its address)."""
+    return (progress.phase == "connect" and not progress.reused
+            and not isinstance(exc, ssl.SSLError | TotalTimeout))
+
+
 # RemoteDisconnected is a ConnectionResetError before it is a BadStatusLine); one that
 # names none is DEFAULT_KIND. What a kind means: OUTCOME_KINDS above.
 ExceptionKinds = dict[type[BaseException], Kind]

@@ -12,7 +12,9 @@ has the outcome ``refused`` and its ``reason`` (the config key or scope rule
 that refused it; hive/frontier/refusals.py bounds how many). A recrawl's fetch says
 what changed since the prior crawls (``change``: new, changed, unchanged, gone,
 moved), how that was known (``evidence``: hive.core.prior) and, moved, its redirect
-target (``location``), which ``hive changes`` reads. One file
+target (``location``), which ``hive changes`` reads. A fetch that connected says to
+which address (``address``: the one its WARC records name, after any fallback to
+the host's next address). One file
 per worker under ``DATA/logs/``, rotated past a size: the live file is
 ``crawl-NN.jsonl``, rotated ones ``crawl-NN.<time>.jsonl``. Written only by the
 worker's frontier thread; lines are flushed at each commit.
@@ -57,6 +59,7 @@ class CrawlLog:
         location: str = "",
         score: float | None = None,
         scorer: str = "",
+        address: str = "",
     ) -> None:
         # json.dumps of the same dict, spelled out: a line per page is worth the care.
         line = (
@@ -72,6 +75,7 @@ class CrawlLog:
             + (f', "location": {_string(location)}' if location else "")
             + (f', "score": {round(score, 4)!r}' if score is not None else "")
             + (f', "scorer": {_string(scorer)}' if scorer else "")
+            + (f', "address": {_string(address)}' if address else "")
             + (f', "msg": {_string(message)}}}\n' if message else "}\n")
         )
         self._file.write(line)

@@ -29,6 +29,10 @@ address may be contacted. Its policy:
   nameservers to ask (no ``/etc/resolv.conf`` or none listed in it), it falls
   back to ``socket.getaddrinfo`` (the system's own order, ``default_ttl``, and
   no enforceable timeout) and logs a warning.
+- **Order.** ``happy_eyeballs`` orders a host's addresses for connecting: IPv6
+  and IPv4 in turn from the family of the first (RFC 8305's interleaving); the
+  pipeline tries the next when a connection fails (hive.fetch.client:
+  ``fetch.connect_attempts``), one after another rather than raced.
 - **Address guard.** ``AddressGuard.check(address)`` judges addresses, never
   names: every address that is not globally reachable per the IANA
   special-purpose registries is refused unless ``allow_private`` is set or it
@@ -47,7 +51,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from pathlib import Path
@@ -65,11 +69,29 @@ log = logging.getLogger(__name__)
 FailureKind = Literal["nxdomain", "timeout", "no_address", "error"]
 
 Resolver = Callable[[str, float], tuple[list[str], float | None]]
+Addresses = tuple[str, ...]
+"""A host's addresses to connect to, in the order to try them (IP literals)."""
 """``resolver(host, timeout) -> (addresses, ttl or None)``; raises :class:`DnsFailure`."""
 
 HOSTS_FILE = Path("/etc/hosts")
 # Addresses whose guard verdict is remembered; the memory is cleared when full.
 GUARD_CACHE = 4096
+
+
+def happy_eyeballs(addresses: Sequence[str]) -> list[str]:
+    """The order to try a host's addresses in: IPv6 and IPv4 taking turns, from the family
+    of the first (RFC 8305 section 4's interleaving, each family in its answer's order).
+    The first family is the answer's own: the dnspython resolver puts IPv4 first and
+    getaddrinfo gives the system's RFC 6724 order, which puts IPv6 first only where the
+    machine can reach it; the pipeline tries them one after another, not raced."""
+    if not addresses:
+        return []
+    first_v6 = ":" in addresses[0]
+    same = [a for a in addresses if (":" in a) == first_v6]
+    other = [a for a in addresses if (":" in a) != first_v6]
+    order = [a for pair in zip(same, other, strict=False) for a in pair]
+    k = min(len(same), len(other))
+    return order + same[k:] + other[k:]
 
 
 class DnsFailure(HiveError):

@@ -29,6 +29,7 @@ class Fetched(Outcome):
     size: int = 0
     message: str = ""
     mime: str = ""  # the response's Content-Type, for the crawl log
+    address: str = ""  # the address the fetch connected to (its last try), for the crawl log
     links: list[UrlRecord] = field(default_factory=list)
     refused_links: Counter[str] = field(default_factory=Counter)
     # The links refused by scope or a trap guard, to be counted by host and logged: (reason,

@@ -1,7 +1,10 @@
 """The fetch pipeline: one lease, on a fetch thread, from the frontier to its Outcome.
 
 lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
-→ fetch through the one fetcher (a robots.txt lease: hive.fetch.robots_fetch)
+→ fetch through the one fetcher (a robots.txt lease: hive.fetch.robots_fetch), from
+the host's first address or, when connecting to it fails, its next (``happy_eyeballs``
+order, those the guard passes, ``fetch.connect_attempts`` in all; the address used is
+the WARC's ``WARC-IP-Address`` and the crawl log's ``address``)
 → each exchange to the sinks, in order (hive.fetch.sinks; the first, the WARC
 sink, has its records in the kernel before the outcome is returned) → links
 from HTML and headers, embeds from HTML and CSS → scope → ``Fetched``.
@@ -111,7 +114,7 @@ from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.client import Fetcher, FetchResult
 from hive.fetch.cookies import CookieJars, CookieLimits
-from hive.fetch.dns import AddressGuard, DnsCache, Resolver
+from hive.fetch.dns import Addresses, AddressGuard, DnsCache, Resolver, happy_eyeballs
 from hive.fetch.feeds import FeedReader
 from hive.fetch.fetched import Fetched
 from hive.fetch.headers import refresh_target, robots_nofollow
@@ -209,7 +212,7 @@ class Pipeline:
     def run(self, lease: Lease, stale: RobotsRules | None, started: float) -> Fetched:
         """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it."""
         address, failed, message = self._address(lease.record.host_key, started)
-        if address is None:
+        if not address:
             if lease.kind == LeaseKind.ROBOTS and failed == Kind.DNS:
                 return self.robots_fetch.outcome(lease, stale, None, b"", started, time.time(),
                                                  message)
@@ -251,19 +254,21 @@ class Pipeline:
             if found[0] == MOVED and result.location:
                 fetched.location = result.location
 
-    def _address(self, host: str, now: float) -> tuple[str | None, Kind, str]:
-        """(address, outcome kind, message) for a host key: the kind is OK on success."""
+    def _address(self, host: str, now: float) -> tuple[Addresses, Kind, str]:
+        """(addresses to try, outcome kind, message) for a host key: the kind is OK on
+        success. The first address in ``happy_eyeballs`` order must pass the guard (else
+        the host is refused, as ever); the others that pass follow it."""
         resolution = self.dns.lookup(hostname(host), now)
         if not resolution.ok:
-            return None, Kind.DNS, resolution.message
-        address = resolution.addresses[0]
-        refusal = self.guard.check(address)
+            return (), Kind.DNS, resolution.message
+        order = happy_eyeballs(resolution.addresses)
+        refusal = self.guard.check(order[0])
         if refusal is not None:
-            return None, Kind.REFUSED_ADDRESS, refusal
+            return (), Kind.REFUSED_ADDRESS, refusal
         _, refusal = self._via(host, now)
         if refusal:
-            return None, Kind.REFUSED_ADDRESS, refusal
-        return address, Kind.OK, ""
+            return (), Kind.REFUSED_ADDRESS, refusal
+        return (order[0], *(a for a in order[1:] if self.guard.check(a) is None)), Kind.OK, ""
 
     def _via(self, host: str, now: float) -> tuple[str, str]:
         """(the proxy's address to tunnel through or "", why it may not be used or "")."""
@@ -292,7 +297,7 @@ class Pipeline:
             return False
 
     def _get(
-        self, url: str, address: str, host: str | None = None,
+        self, url: str, addresses: Addresses, host: str | None = None,
         reached: tuple[str, str] = ("", HOP_PREREQUISITE), prior: Prior | None = None,
     ) -> FetchResult:
         """GET url, its cookies sent and kept when cookies are on, and hand the exchange to
@@ -304,14 +309,16 @@ class Pipeline:
         via = self._via(host, time.time())[0] if self.proxy is not None else ""
         conditional = "".join(f"{line}\r\n" for line in prior.conditional_lines()) if prior else ""
         if self.cookies is None:
-            result = self.fetcher.fetch(url, address, via=via, conditional=conditional)
+            result = self.fetcher.fetch(url, addresses[0], via=via, conditional=conditional,
+                                        fallbacks=addresses[1:])
         else:
             cookie = self.cookies.header(host, url)
-            result = self.fetcher.fetch(url, address, cookie=cookie, via=via,
-                                        conditional=conditional)
+            result = self.fetcher.fetch(url, addresses[0], cookie=cookie, via=via,
+                                        conditional=conditional, fallbacks=addresses[1:])
             self.cookies.keep(host, url, result.headers)
         if self._to_sinks and result.status is not None:
-            self.sinks.write(Exchange.of(url, address, result, reached[0], reached[1], prior))
+            self.sinks.write(Exchange.of(url, result.address, result, reached[0], reached[1],
+                                         prior))
         return result
 
     def _page(self, lease: Lease, result: FetchResult, started: float) -> Fetched:
@@ -319,7 +326,7 @@ class Pipeline:
         fetched = Fetched(
             result.outcome, result.status, retry_after=result.retry_after, lease=lease,
             started=started, finished=result.finished, size=len(result.raw_body),
-            message=result.message, mime=result.content_type or "",
+            message=result.message, mime=result.content_type or "", address=result.address,
         )
         listing = record.kind if record.kind in _LISTING_KINDS else self._sniff(record, result)
         if listing and (fetched.kind is Kind.OK or (

@@ -24,6 +24,7 @@ from hive.core.politeness import Politeness
 from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.client import FetchResult
+from hive.fetch.dns import Addresses
 from hive.fetch.fetched import Fetched
 from hive.fetch.robots_policy import RobotsPolicy
 from hive.fetch.robots_rules import RobotsRules
@@ -66,13 +67,14 @@ def robots_status(result: FetchResult) -> int | None:
 class RobotsFetch:
     """robots.txt leases on the fetch threads, which share one (the module docstring).
 
-    ``get(url, address)``: the pipeline's GET, which hands the exchange to the sinks.
+    ``get(url, addresses)``: the pipeline's GET from the host's addresses (the next when
+    connecting to one fails), which hands the exchange to the sinks.
     ``sitemaps``: whether the ``Sitemap:`` lines of a file are kept with its rules.
     """
 
     def __init__(
         self, policy: RobotsPolicy, politeness: Politeness,
-        get: Callable[[str, str], FetchResult], sitemaps: bool,
+        get: Callable[[str, Addresses], FetchResult], sitemaps: bool,
     ) -> None:
         self.policy = policy
         self.politeness = politeness
@@ -81,7 +83,7 @@ class RobotsFetch:
         self._parses = threading.BoundedSemaphore(ROBOTS_PARSES)
 
     def fetch(
-        self, lease: Lease, stale: RobotsRules | None, address: str, started: float
+        self, lease: Lease, stale: RobotsRules | None, addresses: Addresses, started: float
     ) -> Fetched:
         """Fetch robots.txt, following redirects on the same host only (hive.fetch.robots_policy).
 
@@ -92,7 +94,7 @@ class RobotsFetch:
         """
         url, hops = lease.record.url, 0
         while True:
-            result = self._get(url, address)
+            result = self._get(url, addresses)
             target = (
                 self.policy.next_hop(url, result.location, hops)
                 if result.outcome == Kind.REDIRECT else None
@@ -105,16 +107,20 @@ class RobotsFetch:
                 break
             if host_key(target) != lease.record.host_key:
                 message = f"robots.txt redirects to another host: {target}"
-                return self.outcome(
+                fetched = self.outcome(
                     lease, stale, result.status, b"", started, result.finished, message
                 )
+                fetched.address = result.address
+                return fetched
             wait = self.politeness.delay(result.download_time)
             time.sleep(max(0.0, result.finished + wait - time.time()))
             url, hops = target, hops + 1
-        return self.outcome(
+        fetched = self.outcome(
             lease, stale, robots_status(result), result.body, started, result.finished,
             result.message, result.retry_after,
         )
+        fetched.address = result.address
+        return fetched
 
     def outcome(
         self, lease: Lease, stale: RobotsRules | None, status: int | None, body: bytes,

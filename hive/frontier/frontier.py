@@ -206,6 +206,9 @@ class Frontier:
         self.refused: list[tuple[UrlRecord, str, str]] = []
         self.leased: dict[int, Lease] = {}
         self._dirty: set[int] = set()
+        # Fetches per registered domain since the last commit, added to the domain rows with
+        # it (one write a domain a commit, not one a fetch), as the bound hosts' records are.
+        self._fetched: dict[str, int] = {}
         self._download_ema = 0.05
         self._target = self._compute_target()
         state = MetaState.load(self.store)
@@ -829,7 +832,8 @@ class Frontier:
             self._finish(key, kind)
             if outcome.contacted:
                 host.fetched += 1
-                domains.add(self.store, registered_domain(host.host_key), fetched=1)
+                domain = registered_domain(host.host_key)
+                self._fetched[domain] = self._fetched.get(domain, 0) + 1
         self._dirty.add(hh)
         if host.head is None:
             self._release(hh, host, park=False)
@@ -926,6 +930,9 @@ class Frontier:
         if not self._dirty and not self.store.changed:
             self.store.sync_if_due(now)
             return
+        for domain, n in self._fetched.items():
+            domains.add(self.store, domain, fetched=n)
+        self._fetched.clear()
         back = self.back
         for hh in self._dirty:
             host = back.bound.get(hh)

@@ -398,6 +398,7 @@ class Worker:
             depth=record.depth, mime=fetched.mime, reason=fetched.reason, message=fetched.message,
             hop=record.path, change=fetched.change, evidence=fetched.evidence,
             location=fetched.location, score=fetched.score, scorer=fetched.scorer,
+            address=fetched.address if fetched.contacted else "",
         )
 
     def _count_listing(self, prefix: str, host: str, fetched: Fetched) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive.errors import HiveError
+from hive.report.domains import Domains, busiest_domains
 from hive.report.lines import Skips, read_lines
 from hive.report.pending import Pending, pending_by_host
 from hive.report.tally import Tally
@@ -25,6 +26,7 @@ class Report:
     tally: Tally
     skips: Skips
     pending: Pending
+    domains: Domains
     seconds: float = 0.0
     top: int = TOP
 
@@ -48,6 +50,6 @@ def collect(data_dir: Path, top: int = TOP) -> Report:
     except OSError as exc:
         raise HiveError(f"cannot read the crawl logs in {log_dir}: {exc}") from exc
     report = Report(data_dir, time.time(), files, tally, skips, pending_by_host(data_dir, top),
-                    top=top)
+                    busiest_domains(data_dir, top), top=top)
     report.seconds = time.perf_counter() - started
     return report

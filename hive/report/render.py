@@ -46,7 +46,7 @@ def render(report: Report) -> str:
     }):
         sections = [
             _summary(report), _rates(report), _outcomes(report), _changes(report), _mimes(report),
-            _hosts(report), _refusals(report), _depth(report), _waits(report),
+            _hosts(report), _domains(report), _refusals(report), _depth(report), _waits(report),
             _slowest(report), _skipped(report),
         ]
     title = f"hive crawl report: {html.escape(str(report.data_dir))}"
@@ -234,6 +234,28 @@ def _hosts(report: Report) -> str:
         _pruned_note(tally.hosts_pruned, "host"),
     ]
     return _section("hosts", "Top hosts", *parts)
+
+
+def _domains(report: Report) -> str:
+    """The busiest registered domains: hosts, pages and the URLs their caps refused."""
+    found = report.domains
+    problems = [f'<p class="note">{html.escape(problem)}</p>' for problem in found.problems]
+    if not found.top:
+        return _section("domains", "Busiest registered domains", _empty(
+            "No store has domain rows (a crawl of before them, or none yet)."), *problems)
+    rows = [(r.domain, r.fetched, r.pages, r.hosts, r.refused_hosts, r.refused_pages)
+            for r in found.top]
+    refused = ", ".join(f"{reason} {count:,}" for reason, count in sorted(found.refused.items()))
+    return _section(
+        "domains", "Busiest registered domains",
+        _barh([(r.domain, r.fetched) for r in found.top], "pages fetched"),
+        _table(("domain", "fetched", "pages admitted", "hosts", "refused: max_hosts_per_domain",
+                "refused: max_pages_per_domain"), rows),
+        "<p>" + html.escape(
+            "Refused by the domain caps in all: " + (refused or "none") + ". By domain, as "
+            "far as the workers' refusal tallies name it.") + "</p>",
+        *problems,
+    )
 
 
 def _changes(report: Report) -> str:
