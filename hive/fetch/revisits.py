@@ -52,8 +52,10 @@ hold the prior index once between them, not N times. A repeat, in this crawl,
 of a prior capture from another worker's host is archived whole, as a
 cross-worker repeat within a crawl is. A worker on its own (``owns`` not
 given) takes every line.
-Lines are read up to MAX_LINE bytes each; a malformed line is counted by reason
-and the first NAMED of them logged with their line number.
+The worker reads the index a batch of lines a turn (``seed``, driven by
+hive.procs.dedup, which keeps the place reached). Lines are read up to MAX_LINE bytes
+each; a malformed line is counted by reason and the first NAMED of them logged with
+their line number.
 """
 
 from __future__ import annotations
@@ -67,7 +69,6 @@ import struct
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import IO
 
 from hive.errors import URLError
@@ -84,7 +85,6 @@ FILTER_HASHES = 4
 _WORDS = struct.Struct("<4I")  # FILTER_HASHES words of a digest
 MAX_LINE = 64 << 10
 NAMED = 10
-SEED_BATCH = 5000
 _TIMESTAMP = re.compile(r"\d{14}")
 
 
@@ -208,68 +208,71 @@ class PayloadIndex:
         for sha1, original in pending:
             self._write(sha1, encode(original))
 
-    def seed(
-        self, path: Path, flush: Callable[[], None], owns: Callable[[str], bool] | None = None,
-    ) -> Counter[str]:
-        """Put an entry for each capture line of the CDXJ index at ``path`` whose URL
-        ``owns`` accepts (every one without it); ``flush`` commits every SEED_BATCH
-        entries. Returns the counts (``revisits/seed/...``); raises OSError if the file
-        cannot be read."""
+    def seed(self, f: IO[bytes], lines: int, owns: Callable[[str], bool] | None,
+             where: Callable[[int], str]) -> int:
+        """Put an entry for each capture line, of the next ``lines`` lines of the CDXJ index
+        ``f``, whose URL ``owns`` accepts (every one without it); the lines read (fewer at
+        its end). A malformed line is counted, and the first NAMED of all are logged at
+        ``where(n)``, n counting from 1 at the batch's first line. Raises OSError if the
+        file cannot be read."""
         counts: Counter[str] = Counter()
-        with path.open("rb") as f:
-            for number, line in enumerate(_lines(f), 1):
-                outcome = self._seed_line(line, owns)
-                counts[f"revisits/seed/{outcome}"] += 1
-                if outcome.startswith("malformed/"):
-                    if counts["revisits/seed/malformed"] < NAMED:
-                        log.warning("%s:%d: line skipped, %s", path, number, outcome)
-                    counts["revisits/seed/malformed"] += 1
-                elif outcome == "entries" and counts["revisits/seed/entries"] % SEED_BATCH == 0:
-                    flush()
-        flush()
-        log.info("payload index seeded from %s: %s", path, dict(counts))
+        read = 0
+        with self._lock:
+            malformed = self.counts["revisits/seed/malformed"]
+        for read, line in enumerate(_lines(f), 1):
+            outcome = self._seed_line(line, owns)
+            counts[f"revisits/{outcome}"] += 1
+            if outcome.startswith("seed/malformed/"):
+                if malformed < NAMED:
+                    log.warning("%s: line skipped, %s", where(read),
+                                outcome.removeprefix("seed/"))
+                malformed += 1
+                counts["revisits/seed/malformed"] += 1
+            if read >= lines:
+                break
         with self._lock:
             self.counts.update(counts)
-        return counts
+        return read
 
     def _seed_line(self, line: bytes | None, owns: Callable[[str], bool] | None) -> str:
-        """What became of one CDXJ line: ``entries``, ``skipped/...`` or ``malformed/...``."""
+        """What became of one CDXJ line: ``seeded``, ``seed/skipped/...`` or
+        ``seed/malformed/...``."""
         if line is None:
-            return "malformed/too_long"
+            return "seed/malformed/too_long"
         if not line.strip():
-            return "skipped/blank"
+            return "seed/skipped/blank"
         parts = line.split(b" ", 2)
         if len(parts) != 3 or not _TIMESTAMP.fullmatch(parts[1].decode("ascii", "replace")):
-            return "malformed/fields"
+            return "seed/malformed/fields"
         try:
             fields = json.loads(parts[2])
         except ValueError:
-            return "malformed/json"
+            return "seed/malformed/json"
         if not isinstance(fields, dict):
-            return "malformed/json"
+            return "seed/malformed/json"
         if fields.get("mime") == "warc/revisit":
-            return "skipped/revisit"
+            return "seed/skipped/revisit"
         url, digest = fields.get("url"), fields.get("digest")
         if not isinstance(url, str) or not url:
-            return "malformed/url"
+            return "seed/malformed/url"
         if not isinstance(digest, str):
-            return "malformed/digest"
+            return "seed/malformed/digest"
         sha1 = digest_bytes(digest)
         if sha1 is None:
-            return "malformed/digest"
+            return "seed/malformed/digest"
         if owns is not None:
             try:
                 if not owns(url):
-                    return "skipped/other_worker"
+                    return "seed/skipped/other_worker"
             except URLError:
-                return "malformed/url"
+                return "seed/malformed/url"
         stamp = parts[1].decode("ascii")
         date = (f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[8:10]}:{stamp[10:12]}:"
                 f"{stamp[12:14]}Z")
         self._write(sha1, encode(Original(url, date, "")))
         with self._lock:
             self._filter.add(sha1)
-        return "entries"
+        return "seeded"
 
 
 def _lines(f: IO[bytes]) -> Iterator[bytes | None]:

@@ -12,20 +12,16 @@ entry back (``load``, a read transaction of its own, as the payload index's look
 send the URL's validators and tell what changed.
 
 The plan is read a batch of lines a turn of the worker's frontier thread (``step``), not
-all at once: a plan of millions of URLs would hold the worker for minutes, unreporting
-(the supervisor kills a worker silent for ``hive.hung_after``), and its fetches start
-meanwhile (a URL admitted later still goes ahead of those of lower levels not fetched yet).
-Each batch commits with the place the reading reached in this version of the file (its
-path, size and time, in ``meta``): a restart goes on from there, and a kill between two
-commits reads the last batch again, which is harmless (admission is idempotent, an entry
-is put again whole). The worker is not idle while a plan is being read, so the batch does
-not end before it is.
+all at once (hive.procs.reading: the place reached committed in ``meta`` ``recrawl_from``
+with the batch), and its fetches start meanwhile (a URL admitted later still goes ahead of
+those of lower levels not fetched yet). Reading a batch again after a kill is harmless:
+admission is idempotent, an entry is put again whole. The worker is not idle while a plan
+is being read, so the batch does not end before it is.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +34,7 @@ from hive.core.urls import fingerprint, host_hash, host_key
 from hive.errors import URLError
 from hive.frontier.frontier import Frontier
 from hive.frontier.priority import change_level
+from hive.procs.reading import Reading
 from hive.storage.schema import META_RECRAWL_FROM, url_key
 from hive.storage.store import Store
 
@@ -49,9 +46,6 @@ log = logging.getLogger(__name__)
 # malformed lines are logged with their numbers (the rest counted).
 PLAN_BATCH = 2000
 NAMED = 10
-# The place reached in a version of the plan (``meta`` ``recrawl_from``, after its mark):
-# byte offset, lines read, read whole.
-_PLACE = struct.Struct(">QQ?")
 
 
 def prior_key(url: str) -> bytes:
@@ -69,10 +63,7 @@ class Plan:
         self.by_rate = cfg.recrawl.order == "change_rate"
         self.counts: Counter[str] = Counter()
         self.done = False
-        self._file: IO[bytes] | None = None
-        self._mark = b""
-        self._size = 0
-        self._lines = 0
+        self.reading = Reading(store, path, META_RECRAWL_FROM)
 
     def load(self, url: str) -> Prior | None:
         """For any thread: what the plan says of url (committed), if anything."""
@@ -96,11 +87,8 @@ class Plan:
         if self.done:
             return True
         try:
-            f = self._file if self._file is not None else self._open()
-            batch: list[UrlRecord] = []
-            if f is not None:
-                batch = self._read(f, owns, now, lines)
-                offset = f.tell()
+            f = self.reading.open()
+            batch = self._read(f, owns, now, lines) if f is not None else []
         except OSError as exc:
             log.error("recrawl.plan: cannot read %s: %s", self.path, exc)
             f = None
@@ -108,47 +96,28 @@ class Plan:
             self.close()
             self.done = True
             return True
-        at_end = offset >= self._size
         frontier.admit(batch, now)
-        self.store.put("meta", META_RECRAWL_FROM,
-                       self._mark + _PLACE.pack(offset, self._lines, at_end))
+        whole = self.reading.keep()
         frontier.commit(now)
-        if at_end:
+        if whole:
             log.info("recrawl plan %s read: %d URLs of this worker queued", self.path,
                      self.counts["recrawl/plan/queued"])
             self.close()
             self.done = True
         return self.done
 
-    def _open(self) -> IO[bytes] | None:
-        """The plan, at where an earlier start got to in this version of it; None if it
-        was read whole."""
-        stat = self.path.stat()
-        self._size = stat.st_size
-        self._mark = f"{self.path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode()
-        held = self.store.get("meta", META_RECRAWL_FROM) or b""
-        offset = 0
-        if held.startswith(self._mark) and len(held) == len(self._mark) + _PLACE.size:
-            offset, self._lines, at_end = _PLACE.unpack(held[len(self._mark):])
-            if at_end:
-                return None
-        f = self.path.open("rb")
-        f.seek(offset)
-        self._file = f
-        return f
-
     def _read(self, f: IO[bytes], owns: Callable[[str], bool], now: float,
               lines: int) -> list[UrlRecord]:
         """The records of the next ``lines`` lines' URLs that ``owns`` accepts, each line's
         Prior put in ``prior``."""
         batch: list[UrlRecord] = []
-        counts, first = self.counts, self._lines
+        counts, first = self.counts, self.reading.lines
         for number, prior, why in read_plan(f):
-            self._lines = first + number
+            self.reading.lines = first + number
             if prior is None:
                 counts[f"recrawl/plan/malformed/{why}"] += 1
                 if counts["recrawl/plan/malformed"] < NAMED:
-                    log.warning("%s:%d: line skipped, %s", self.path, self._lines, why)
+                    log.warning("%s:%d: line skipped, %s", self.path, self.reading.lines, why)
                 counts["recrawl/plan/malformed"] += 1
             elif owns(prior.url):
                 self.store.put("prior", prior_key(prior.url), prior.encode())
@@ -162,6 +131,4 @@ class Plan:
         return batch
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self.reading.close()

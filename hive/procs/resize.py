@@ -70,7 +70,10 @@ for the hosts. An entry whose value does not decode stays where it is.
 A recrawl's plan (hive.procs.plan) is not moved: each store forgets how far its worker
 read the plan, so every worker reads it again from its start under the new ring and
 queues, and keeps the ``prior`` entries of, the URLs it now owns (admission is
-idempotent; an entry left at a former owner is never read).
+idempotent; an entry left at a former owner is never read). A prior crawl's index
+(``--dedup-from``, hive.procs.dedup) is read again so too, for a worker may have read
+only part of it (a batch a turn) when the hive stopped: its entries already moved stand,
+and it puts those of the lines it now owns that no worker had read yet.
 
 A store beyond the new size is drained: its hosts as above; then the URL states
 left in it — refusals of URLs whose host never had one admitted, so there is no
@@ -125,6 +128,7 @@ from hive.storage.modes import DurableStore, Txn
 from hive.storage.schema import (
     HOST_LEVEL_SEQ,
     LEVEL_SEQ,
+    META_DEDUP_FROM,
     META_RECRAWL_FROM,
     TIME_HOST_LEVEL_SEQ,
     U64,
@@ -371,9 +375,10 @@ class _Mover:
             self._count(worker_id, batch[0].dest, len(batch), tally)
             self.checkpoint("deleted")
         self._payloads(worker_id, src)
-        # A recrawl's plan is read again from its start by every worker under the new ring
-        # (hive.procs.plan): the lines one worker read as another's may now be its own.
-        src.write(delete_keys, "meta", [META_RECRAWL_FROM])
+        # A recrawl's plan and a prior crawl's index are read again from their start by every
+        # worker under the new ring (hive.procs.plan, hive.procs.dedup): the lines one worker
+        # read as another's may now be its own.
+        src.write(delete_keys, "meta", [META_RECRAWL_FROM, META_DEDUP_FROM])
         if worker_id >= self.ring.procs:
             self._orphans(worker_id, src)
             self._outbox(src)

@@ -22,7 +22,9 @@ dead thread or a lost lease. The payload
 index (hive.fetch.revisits) is the one part of the store a fetch thread reads,
 through its own read transactions; the frontier thread writes it. So is a recrawl's
 ``prior`` database (hive.procs.plan), which the frontier thread fills from the plan a batch
-of lines a turn, before it leases.
+of lines a turn, before it leases. A prior crawl's index (``--dedup-from``,
+hive.procs.dedup) is read into the payload index a batch of lines a turn too, and the
+worker leases nothing until it is read whole.
 """
 
 from __future__ import annotations
@@ -57,12 +59,12 @@ from hive.fetch.robots_rules import RobotsRules
 from hive.fetch.sinks import SinkContext, Sinks
 from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
+from hive.procs.dedup import DedupSeeding
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
 from hive.procs.plan import Plan
 from hive.procs.seeds import seed_record
 from hive.storage.datadir import DataDir
-from hive.storage.schema import META_DEDUP_FROM
 
 log = logging.getLogger(__name__)
 
@@ -137,12 +139,13 @@ class Worker:
         name = f"{worker_id:02d}"
         self._closing = threading.Event()
         payloads = None
+        self.seeding: DedupSeeding | None = None
         if cfg.warc.enabled and cfg.warc.revisits:
             payloads = PayloadIndex(self._load_payload, self._store_payload,
                                     cfg.warc.revisit_min_bytes,
                                     known=self.frontier.store.keys("payloads"))
             if cfg.warc.dedup_from:
-                self._seed_payloads(payloads, Path(cfg.warc.dedup_from))
+                self.seeding = DedupSeeding(self.frontier, payloads, Path(cfg.warc.dedup_from))
         self.plan = (Plan(self.frontier.store, cfg, Path(cfg.recrawl.plan)) if cfg.recrawl.plan
                      else None)
         self.sinks = Sinks.from_config(
@@ -207,26 +210,6 @@ class Worker:
         """True if this worker owns url's host under its hive's ring (or has no ring)."""
         return self.ring is None or self.ring.owner(host_key(url)) == self.worker_id
 
-    def _seed_payloads(self, payloads: PayloadIndex, path: Path) -> None:
-        """Seed the payload index from a prior crawl's CDXJ, once per version of the file
-        (a restart does not read it again); an unreadable file is logged, not fatal."""
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            log.error("warc.dedup_from: cannot read %s: %s", path, exc)
-            return
-        mark = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()
-        store = self.frontier.store
-        if store.get("meta", META_DEDUP_FROM) == mark:
-            return
-        try:
-            payloads.seed(path, lambda: self.frontier.commit(time.time()), self._owns)
-        except OSError as exc:
-            log.error("warc.dedup_from: cannot read %s: %s", path, exc)
-            return
-        store.put("meta", META_DEDUP_FROM, mark)
-        self.frontier.commit(time.time())
-
     def _crawl_delay(self, host_hash: int) -> float:
         """A leased host's Crawl-delay, for a fetch thread: the host's state is stable
         while its lease is out, and reading a float needs no lock."""
@@ -262,12 +245,13 @@ class Worker:
         if self.disk_error:
             raise StoreError(self.disk_error)
         self._apply_results(now)
+        seeding = self.seeding is not None and not self.seeding.step(self._owns, now)
         if self.plan is not None and not self.plan.done:
             self.plan.step(self.frontier, self._owns, now)
         dispatch: list[Job] = []
         wake_at: float | None = None
-        while not self.stopping and self.in_flight + len(dispatch) < self.max_leases \
-                and self.may_lease():
+        while not self.stopping and not seeding \
+                and self.in_flight + len(dispatch) < self.max_leases and self.may_lease():
             ready = self.frontier.pop_ready(now)
             if ready.lease is None:
                 wake_at = ready.wake_at
@@ -296,6 +280,8 @@ class Worker:
                                  reason=reason, message=message)
         self.frontier.refused.clear()
         self.crawl_log.flush()
+        if seeding:
+            return 0.0  # the next batch at once
         wait = IDLE_WAIT
         if self.in_flight < self.max_leases and wake_at is not None:
             wait = max(0.0, min(wake_at - now, IDLE_WAIT))
@@ -474,7 +460,8 @@ class Worker:
     @property
     def idle(self) -> bool:
         return (self.in_flight == 0 and self.frontier.pending == 0 and self._results.empty()
-                and (self.plan is None or self.plan.done))
+                and (self.plan is None or self.plan.done)
+                and (self.seeding is None or self.seeding.done))
 
     def run_until_idle(self, timeout: float) -> bool:
         """Crawl until nothing is pending or in flight; False if ``timeout`` came first."""
@@ -513,6 +500,8 @@ class Worker:
                         "their URLs stay pending", busy)
         if self.plan is not None:
             self.plan.close()
+        if self.seeding is not None:
+            self.seeding.close()
         self.frontier.close(time.time())
         self.crawl_log.close()
         self.sinks.close()

@@ -48,13 +48,14 @@ damaged     db ``\\0`` key                        reason ``\\0`` record: a queue
 payloads    SHA-1 of a payload (20)              its first record: WARC-Date ``\\0``     worker
                                                  record id ``\\0`` target URI          (revisits)
                                                  (hive.fetch.revisits)
-meta        ``dedup_from``                       the CDXJ ``payloads`` was seeded from  worker
-                                                 (hive.fetch.revisits)                  (revisits)
+meta        ``dedup_from``                       the CDXJ ``payloads`` is seeded from   worker
+                                                 and how far: offset, lines, whole      (dedup),
+                                                 (hive.procs.reading)                   resize
 prior       host_hash(8) url_hash(8)             a Prior (hive.core.prior): what the    worker
                                                  prior crawls knew of the URL           (plan)
 meta        ``recrawl_from``                     the plan read into ``prior`` and how   worker
                                                  far: offset, lines, whole              (plan),
-                                                 (hive.procs.plan)                      resize
+                                                 (hive.procs.reading)                   resize
 domains     registered domain (utf-8)            hosts(4) pages(8) fetched(8): the      frontier,
                                                  sums over the domain's host records    resize
                                                  (hive.frontier.domains)
@@ -73,7 +74,9 @@ host records, a resize's copy and delete included, and ``hive verify`` checks it
 (at least ``warc.revisit_min_bytes``) or was seeded with (``--dedup-from``):
 it grows with the crawl, as ``urls`` does, at about 100 bytes and a URL per
 entry, and is never pruned. An entry lives with the owner of the host of the URI
-it names: seeding takes only those, and a resize moves them (hive/procs/resize.py).
+it names: seeding takes only those (a batch of the CDXJ's lines a turn, ``meta``
+``dedup_from``: how far), and a resize moves them and clears how far every worker read,
+so each reads the CDXJ again under the new ring (hive/procs/resize.py).
 
 ``prior`` holds one entry per URL of a recrawl's plan whose host the worker owns
 (``hive start --recrawl-from``, hive/procs/worker.py), keyed as in ``urls``; a fetch

@@ -172,7 +172,7 @@ def test_a_second_crawl_seeded_from_the_first_archives_only_what_changed(
         f.write("not a cdxj line\n" + "x" * (100 << 10) + "\n")
         f.write('com,a)/ 20240101000000 {"url": "http://a.com/", "digest": "sha1:NOPE"}\n')
     stats = crawl(config(copy_web, dedup_from=str(index)), tmp_path / "two", copy_web.seeds())
-    assert stats["revisits/seed/entries"] == captures
+    assert stats["revisits/seeded"] == captures
     assert stats["revisits/seed/skipped/revisit"] == len(lines) - captures
     assert stats["revisits/seed/malformed/fields"] == 1
     assert stats["revisits/seed/malformed/too_long"] == 1

@@ -100,8 +100,9 @@ def test_a_worker_of_a_hive_seeds_only_the_entries_of_its_hosts(tmp_path: Path) 
     store = Store()
     index_of = PayloadIndex(store.read, store.write, 0)
     mine = {"h1.test", "h4.test"}
-    counts = index_of.seed(index, lambda: None, owns=lambda url: host_key(url) in mine)
-    assert counts == {"revisits/seed/entries": 2, "revisits/seed/skipped/other_worker": 4,
-                      "revisits/seed/malformed/url": 1, "revisits/seed/malformed": 1}
+    with index.open("rb") as f:
+        assert index_of.seed(f, 100, lambda url: host_key(url) in mine, str) == len(urls)
+    assert index_of.stats() == {"revisits/seeded": 2, "revisits/seed/skipped/other_worker": 4,
+                                "revisits/seed/malformed/url": 1, "revisits/seed/malformed": 1}
     assert sorted(decode(v).uri for v in store.values.values()) == [  # type: ignore[union-attr]
         "http://h1.test/p", "http://h4.test/p"]
