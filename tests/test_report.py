@@ -23,13 +23,14 @@ from hive.testweb import Web, WebProcess
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import Hive, finish
 
-SECTIONS = ("summary", "rates", "outcomes", "mime", "hosts", "domains", "refusals", "depth",
-            "waits", "slowest", "skipped")
+SECTIONS = ("summary", "rates", "outcomes", "mime", "hosts", "domains", "addresses", "refusals",
+            "depth", "waits", "slowest", "skipped")
 # Sections drawn from data: each has a plot once the crawl has done anything.
-PLOTTED = ("rates", "outcomes", "hosts", "domains", "refusals", "depth", "waits", "slowest")
+PLOTTED = ("rates", "outcomes", "hosts", "domains", "addresses", "refusals", "depth", "waits",
+           "slowest")
 # The plots of each section in the report of the crawl below (the rest have none).
-PLOTS = {"rates": 1, "outcomes": 2, "mime": 1, "hosts": 3, "domains": 1, "refusals": 1,
-         "depth": 1, "waits": 1, "slowest": 1}
+PLOTS = {"rates": 1, "outcomes": 2, "mime": 1, "hosts": 3, "domains": 1, "addresses": 1,
+         "refusals": 1, "depth": 1, "waits": 1, "slowest": 1}
 LINE = ('{"t": 1.5, "outcome": "ok", "status": 200, "bytes": 9, "dl": 0.1, '
         '"url": "http://a.test/", "via": "", "depth": 0}\n')
 
@@ -76,6 +77,7 @@ def test_a_crawls_report_has_every_section_with_data(crawled: Path) -> None:
     hosts = found["hosts"]
     assert hosts.count("<svg") == 3, "pages, pending URLs and errors by host"
     assert "scope_domain" in found["refusals"] and "robots.txt disallows" in found["refusals"]
+    assert f"<td>{WEB_ADDRESS}</td>" in found["addresses"], "every host of the web at one address"
     assert "No line was skipped" in found["skipped"]
 
 

@@ -46,8 +46,8 @@ def render(report: Report) -> str:
     }):
         sections = [
             _summary(report), _rates(report), _outcomes(report), _changes(report), _mimes(report),
-            _hosts(report), _domains(report), _refusals(report), _depth(report), _waits(report),
-            _slowest(report), _skipped(report),
+            _hosts(report), _domains(report), _addresses(report), _refusals(report),
+            _depth(report), _waits(report), _slowest(report), _skipped(report),
         ]
     title = f"hive crawl report: {html.escape(str(report.data_dir))}"
     return (
@@ -256,6 +256,21 @@ def _domains(report: Report) -> str:
             "far as the workers' refusal tallies name it.") + "</p>",
         *problems,
     )
+
+
+def _addresses(report: Report) -> str:
+    """The IP addresses the crawl fetched from most, with how many of its hosts each
+    served: where servers are shared, the per-address limits (politeness.ip_*) hold."""
+    tally = report.tally
+    rows = tally.busiest_addresses(report.top)
+    if not rows:
+        return _section("addresses", "Busiest addresses", _empty(
+            "No line of these crawl logs names an address (the field address)."))
+    return _section(
+        "addresses", "Busiest addresses", _barh([(a, f) for a, f, _ in rows], "fetches"),
+        _table(("address", "fetches", "hosts"), rows),
+        _pruned_note(tally.addresses.pruned, "address"),
+        _pruned_note(tally.address_hosts.pruned, "address-host"))
 
 
 def _changes(report: Report) -> str:

@@ -16,6 +16,9 @@ What a line counts as, from hive.fetch.crawllog's fields:
   (``NOT_ERRORS``);
 * a *refusal* is the outcome ``refused`` (by its ``reason``) or a URL that
   robots.txt disallowed or whose robots.txt was unreachable;
+* a fetch counts at the IP address it went to (``address``, when the line names one):
+  the busiest addresses, their fetches and the distinct hosts fetched there (a bounded
+  counter of (address, host) pairs, so a host count is a lower bound once it prunes);
 * a recrawl's fetch counts its *change* (``change``: new, changed, unchanged, gone,
   moved);
 * a *politeness wait* is the time from the end of one fetch of a host to the
@@ -170,11 +173,14 @@ class Tally:
     # A recrawl's changes (the ``change`` field, hive.core.prior): new, changed, unchanged,
     # gone, moved; a bad value is not counted.
     changes: Counter[str] = field(default_factory=Counter)
+    addresses: BoundedCounter = field(default_factory=lambda: BoundedCounter(LABELS))
+    address_hosts: BoundedCounter = field(default_factory=lambda: BoundedCounter(HOSTS))
 
     def add(self, entry: dict[str, Any]) -> None:
         self.lines += 1
         if self.lines % BOUND_EVERY == 0:
-            for counter in (self.outcomes, self.statuses, self.mimes, self.refusals):
+            for counter in (self.outcomes, self.statuses, self.mimes, self.refusals,
+                            self.addresses, self.address_hosts):
                 counter.bound()
         get = entry.get
         t: float = entry["t"]
@@ -214,6 +220,11 @@ class Tally:
             return
         stats.fetches += 1
         stats.download += download
+        address = get("address")
+        if isinstance(address, str) and address:
+            address = address[:MAX_HOST]
+            self.addresses.add(address)
+            self.address_hosts.add((address, host))
         start = t - download
         if stats.last_end >= 0 and start >= stats.last_end:
             self._wait(start - stats.last_end)
@@ -252,6 +263,13 @@ class Tally:
         """The ``n`` hosts with the most pages or errors (``key``), with their count."""
         ranked = heapq.nlargest(n, self.hosts.items(), key=lambda kv: getattr(kv[1], key))
         return [(host, getattr(stats, key)) for host, stats in ranked if getattr(stats, key)]
+
+    def busiest_addresses(self, n: int) -> list[tuple[str, int, int]]:
+        """(address, fetches, distinct hosts fetched there) of the ``n`` addresses with the
+        most fetches."""
+        hosts: Counter[str] = Counter(address for address, _ in self.address_hosts.counts)
+        return [(address, fetches, hosts[address])
+                for address, fetches in self.addresses.top(n)]
 
     def slowest_hosts(self, n: int) -> list[tuple[str, float, int]]:
         """(host, mean download seconds, fetches) of the ``n`` slowest hosts with enough

@@ -111,6 +111,24 @@ def test_the_host_table_is_bounded_and_keeps_the_busiest(tmp_path: Path) -> None
     assert tally.top_hosts("pages", 1) == [("busy.test", 5)]
 
 
+def test_the_busiest_addresses_count_fetches_and_distinct_hosts_within_a_bound() -> None:
+    tally = Tally()
+    for n in range(30):  # 30 fetches over 3 hosts at one shared address
+        tally.add({"t": float(n), "outcome": "ok", "status": 200, "dl": 0.1,
+                   "url": f"http://h{n % 3}.test/{n}", "address": "127.0.0.3"})
+    tally.add({"t": 1.0, "outcome": "ok", "status": 200, "dl": 0.1, "url": "http://o.test/",
+               "address": "127.0.1.1"})
+    tally.add({"t": 1.0, "outcome": "refused", "reason": "x", "url": "http://r.test/",
+               "address": "127.0.1.2"})  # not a fetch: not counted at its address
+    tally.add({"t": 1.0, "outcome": "ok", "status": 200, "dl": 0.1, "url": "http://n.test/"})
+    assert tally.busiest_addresses(5) == [("127.0.0.3", 30, 3), ("127.0.1.1", 1, 1)]
+    many = Tally()
+    for n in range(3 * BOUND_EVERY):  # every fetch at an address of its own
+        many.add({"t": 1.0, "outcome": "ok", "status": 200, "dl": 0.1,
+                  "url": f"http://h{n}.test/", "address": f"10.{n >> 16}.{n >> 8 & 255}.{n & 255}"})
+    assert len(many.addresses.counts) <= 2 * LABELS + BOUND_EVERY and many.addresses.pruned
+
+
 def test_politeness_waits_run_from_the_end_of_a_fetch_to_the_start_of_the_next() -> None:
     tally = Tally()
     for t, dl in ((10.0, 1.0), (13.0, 1.0), (13.5, 0.1)):
