@@ -5,7 +5,8 @@ cluster at ADDRESS (``auto``, ``ray://head:10001`` or a GCS ``host:port``), and:
 
 1. finds the machines: every live Ray node with a resource ``hive-node-<name>``
    (given when the machine joined: ``ray start --resources``);
-2. starts the head actor (hive/procs/cluster_head.py) and one node actor per
+2. starts the head actor (hive/procs/cluster_head.py) on its own Ray node (the
+   head's state lives and dies with the driver's machine) and one node actor per
    machine (hive/procs/cluster_node.py), pinned by that resource; draws the plan
    (hive/procs/cluster_plan.py: ``--procs`` workers per machine, one ring over
    all of them, each machine's address and public keys) from what the nodes
@@ -40,6 +41,7 @@ from typing import Any
 
 import ray
 import zmq
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hive import __version__
 from hive.config import Config
@@ -160,8 +162,12 @@ class ClusterDriver:
                             f"{RESOURCE_PREFIX}<name> (ray start --resources "
                             f"'{{\"{RESOURCE_PREFIX}a\": 1}}')")
         cluster = self.cfg.cluster
-        self.head = ray.remote(Head).options(num_cpus=0, name="hive-head").remote(
-            cluster.lease)
+        # The head lives beside the driver, on the machine that ran hive start: losing any
+        # other machine must not lose the plan and the lease book with it.
+        beside = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                                soft=False)
+        self.head = ray.remote(Head).options(num_cpus=0, name="hive-head",
+                                             scheduling_strategy=beside).remote(cluster.lease)
         cfg_data = self.cfg.to_dict()
         for name in names:
             self.nodes[name] = ray.remote(Node).options(
