@@ -159,6 +159,8 @@ def test_cluster_machine_killed_mid_crawl_rejoins_and_resumes(
     cluster.add("c")
     wait_for(lambda: (machines(hive).get("c", {}).get("epoch") or 0) > before, timeout=60,
              interval=0.2)
+    shown = hive.run("status")
+    assert "machines: a (epoch" in shown.stdout and "c: worker 2" in shown.stdout, shown.stdout
     text = finish(process, timeout=120)
     assert "the batch ended" in text, text[-2000:]
     # A fetch in flight at the kill may be fetched again, by the same machine only.

@@ -195,7 +195,7 @@ class ClusterDriver:
         self.dd.write_state({
             "version": __version__, "pid": os.getpid(), "started": self.started,
             "data_dir": str(self.data_dir), "procs": self.plan.procs,
-            "ring": {"procs": self.plan.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed},
+            "ring": self.plan.ring().params,
             "endpoints": self.endpoints.to_dict(), "pids": {},
             "config": cfg_data, "cluster": {"address": self.address,
                                             "plan": self.plan.to_dict()},
