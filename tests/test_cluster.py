@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 import pytest
 
+from hive.procs.lifecycle import ExitCode
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations
 from hive.testweb.requestlog import received
 from tests.conftest import WEB_ADDRESS, wait_for
@@ -207,3 +208,23 @@ def worker_opened(log: Path) -> list[float]:
     """When each process of a worker opened its store, by its log."""
     return [time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
             for line in log.read_text().splitlines() if " open: " in line]
+
+
+def test_cluster_stop_is_warm_on_every_machine(
+        cluster: RayCluster, tmp_path: Path, web: WebProcess) -> None:
+    """``hive stop`` mid-crawl stops every machine warmly: hive start exits as on one machine
+    (stopped), each machine's supervisor says why, and every store verifies."""
+    hive = cluster_hive(tmp_path, web)
+    process = hive.start(1, "--cluster", cluster.address)
+    wait_for(lambda: len(web.requests) >= 20, timeout=60, interval=0.1)
+    stopped = hive.run("stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    text = finish(process, timeout=60, code=ExitCode.STOPPED)
+    assert "stopped by hive stop" in text, text[-2000:]
+    for directory in node_dirs(hive):
+        state = json.loads((directory / "hive.json").read_text())
+        assert state["ended"] == "stopped by hive stop" and state["pid"] is None, state
+        result = subprocess.run(hive.command("verify", "--data", str(directory)), env=hive.env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert fetched_by_two_machines(hive) == set()
