@@ -228,3 +228,21 @@ def test_cluster_stop_is_warm_on_every_machine(
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
     assert fetched_by_two_machines(hive) == set()
+
+
+@pytest.mark.parametrize(("address", "said"), [
+    ("127.0.0.1:1", "cannot reach the Ray cluster: [Errno 111]"),
+    ("nonsense", "cannot reach the Ray cluster: expected auto, ray://HOST:PORT or "
+                 "HOST:PORT, got 'nonsense'"),
+])
+def test_cluster_address_nothing_answers_on_is_refused_at_once(
+        tmp_path: Path, web: WebProcess, address: str, said: str) -> None:
+    """A bad --cluster address is an error naming it, in seconds (Ray itself would retry
+    it for minutes)."""
+    hive = cluster_hive(tmp_path, web)
+    result = subprocess.run(hive.command("start", "--cluster", address, "--data",
+                                         str(hive.data), "--seeds", str(hive.seeds)),
+                            env=hive.env, cwd=hive.env["PYTHONPATH"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1 and f"--cluster {address}: {said}" in result.stderr, result
+    assert "Traceback" not in result.stderr

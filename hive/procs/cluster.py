@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,11 +59,25 @@ from hive.storage.datadir import DataDir
 log = logging.getLogger(__name__)
 
 POLL = 1.0
+# How long the cluster's address may take to answer a connection before hive start says so.
+CONNECT_TIMEOUT = 5.0
 STOP_GRACE = 90.0
 # Ray's own defaults that a crawl driver does not want: its dashboard (a web server),
 # usage statistics sent home.
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
 SUMMED = ("outbox", "bad_messages")
+
+
+def reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse (OSError) a ``host:port`` or ``ray://host:port`` address nothing answers on:
+    Ray itself would retry it for minutes. ``auto`` is Ray's to find."""
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected auto, ray://HOST:PORT or HOST:PORT, got {address!r}")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        pass
 
 
 def machines_of(nodes: Sequence[dict[str, Any]]) -> list[str]:
@@ -149,10 +164,11 @@ class ClusterDriver:
         self.lock = Lock(self.dd.lock, f"the hive at {self.data_dir}")
         os.environ.update(RAY_ENV)
         try:
+            reachable(self.address)
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING, configure_logging=False,
                      namespace=f"hive-{self.dd.socket_dir().name}")
-        except (ConnectionError, ValueError, RuntimeError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:
             self.lock.release()
             raise HiveError(f"--cluster {self.address}: cannot reach the Ray cluster: "
                             f"{exc}") from exc
