@@ -216,7 +216,8 @@ def test_cluster_stop_is_warm_on_every_machine(
     (stopped), each machine's supervisor says why, and every store verifies."""
     hive = cluster_hive(tmp_path, web)
     process = hive.start(1, "--cluster", cluster.address)
-    wait_for(lambda: len(web.requests) >= 20, timeout=60, interval=0.1)
+    wait_for(lambda: hive.status() is not None and all(
+        len(received(d / "logs")) >= 3 for d in node_dirs(hive)), timeout=60, interval=0.2)
     stopped = hive.run("stop")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     text = finish(process, timeout=60, code=ExitCode.STOPPED)
@@ -228,6 +229,12 @@ def test_cluster_stop_is_warm_on_every_machine(
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
     assert fetched_by_two_machines(hive) == set()
+    # hive index on the driver's directory merges every machine's WARCs into one index.
+    indexed = hive.run("index", timeout=60)
+    assert indexed.returncode == 0, indexed.stdout + indexed.stderr
+    files = {json.loads(line.split(" ", 2)[2])["filename"][:len("hive-00")]
+             for line in (hive.data / "index.cdxj").read_text().splitlines()}
+    assert files == {"hive-00", "hive-01", "hive-02"}, files
 
 
 @pytest.mark.parametrize(("address", "said"), [
