@@ -88,8 +88,9 @@ def web(tmp_path: Path) -> Iterator[WebProcess]:
 
 def cluster_hive(tmp: Path, web: WebProcess) -> Hive:
     # Ports of their own (three machines take 300 from the base): helpers and CI may run
-    # other hives on this machine at the same time.
-    port = random.Random(str(tmp)).randrange(20000, 60000, 300)
+    # other hives on this machine at the same time. Between Ray's worker ports (up to
+    # 19999) and the kernel's ephemeral ones (32768 up), which Ray's processes bind.
+    port = random.Random(str(tmp)).randrange(20000, 32400, 300)
     hive = Hive(tmp, web, cluster={"lease": LEASE, "renew": 0.5, "port": port},
                 hive={"stats_interval": 0.5, "resend_after": 2.0})
     hive.env.update(RAY_ENV)
