@@ -685,6 +685,24 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
         sys.exit(1)
 
 
+def _cluster_warc_dirs(dd: DataDir) -> list[Path]:
+    """A cluster driver's data directory (``hive start --cluster``): every machine's WARC
+    directory, where ``cluster.node_data`` puts it (on a real cluster, copied there first:
+    README, "Cluster"); empty for a one-machine crawl."""
+    try:
+        state = dd.read_state()
+    except HiveError:
+        return []
+    cluster = state.get("cluster") if state else None
+    config = state.get("config") if state else None
+    if not isinstance(cluster, dict) or not isinstance(config, dict):
+        return []
+    template = config.get("cluster", {}).get("node_data", "")
+    names = [m.get("name") for m in cluster.get("plan", {}).get("machines", [])]
+    return [DataDir(Path(template.format(data=dd.root, node=name))).warc for name in names
+            if isinstance(name, str)]
+
+
 @main.command()
 @DATA
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -698,11 +716,12 @@ def index(data_dir: Path, out_path: Path | None) -> None:
     from hive.fetch import cdxj
 
     dd = DataDir(data_dir)
-    warc_dir = dd.warc
-    if not warc_dir.is_dir():
-        raise click.ClickException(f"{warc_dir}: no such directory (is --data a crawl?)")
+    # A cluster's machine that fetched nothing has no WARC directory; one machine's must.
+    warc_dirs = [d for d in _cluster_warc_dirs(dd) if d.is_dir()] or [dd.warc]
+    if not warc_dirs[0].is_dir():
+        raise click.ClickException(f"{warc_dirs[0]}: no such directory (is --data a crawl?)")
     out_path = out_path if out_path is not None else dd.merged_index
-    warcs = cdxj.crawl_warcs(warc_dir)
+    warcs = sorted((w for d in warc_dirs for w in cdxj.crawl_warcs(d)), key=lambda w: w.name)
     try:
         results, lines = cdxj.build_index(warcs, out_path)
     except OSError as exc:

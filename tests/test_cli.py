@@ -424,3 +424,19 @@ def test_recrawl_from_what_is_no_crawl_is_named(tmp_path: Path) -> None:
         assert said in result.output and "Traceback" not in result.output
     result = CliRunner().invoke(cli.main, ["changes", "--data", str(empty)])
     assert result.exit_code == 1 and "was --data started with --recrawl-from?" in result.output
+
+
+def test_a_cluster_status_shows_every_machine_and_worker() -> None:
+    """``hive status`` of a cluster (hive/procs/cluster.py merges the machines' answers):
+    each machine's processes by its name, the totals summed, each machine's epoch and state."""
+    from hive.procs.cluster import merge_status
+
+    a = {**a_status(), "machine": "a", "epoch": 3, "alive": True, "quiet": True, "outbox": 1}
+    b = {**a_status(), "machine": "b", "epoch": 5, "alive": True, "rejoins": 1, "lost": True}
+    merged = merge_status([a, b, {"machine": "c", "alive": False}], data_dir="/d",
+                          started=0.0, stopping=False)
+    assert merged["totals"]["frontier/done/ok"] == 4 * 9876543 and merged["outbox"] == 1
+    text = cli.format_status(merged, width=100)
+    assert "a: worker 1" in text and "b: worker 0" in text and "b: splitter" in text
+    assert ("machines: a (epoch 3, quiet), b (epoch 5, lost, started again 1x), "
+            "c (epoch None, down)") in text.replace("\n  ", " ")

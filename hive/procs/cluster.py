@@ -5,7 +5,8 @@ cluster at ADDRESS (``auto``, ``ray://head:10001`` or a GCS ``host:port``), and:
 
 1. finds the machines: every live Ray node with a resource ``hive-node-<name>``
    (given when the machine joined: ``ray start --resources``);
-2. starts the head actor (hive/procs/cluster_head.py) and one node actor per
+2. starts the head actor (hive/procs/cluster_head.py) on its own Ray node (the
+   head's state lives and dies with the driver's machine) and one node actor per
    machine (hive/procs/cluster_node.py), pinned by that resource; draws the plan
    (hive/procs/cluster_plan.py: ``--procs`` workers per machine, one ring over
    all of them, each machine's address and public keys) from what the nodes
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +42,7 @@ from typing import Any
 
 import ray
 import zmq
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hive import __version__
 from hive.config import Config
@@ -56,11 +59,25 @@ from hive.storage.datadir import DataDir
 log = logging.getLogger(__name__)
 
 POLL = 1.0
+# How long the cluster's address may take to answer a connection before hive start says so.
+CONNECT_TIMEOUT = 5.0
 STOP_GRACE = 90.0
 # Ray's own defaults that a crawl driver does not want: its dashboard (a web server),
 # usage statistics sent home.
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
 SUMMED = ("outbox", "bad_messages")
+
+
+def reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse (OSError) a ``host:port`` or ``ray://host:port`` address nothing answers on:
+    Ray itself would retry it for minutes. ``auto`` is Ray's to find."""
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected auto, ray://HOST:PORT or HOST:PORT, got {address!r}")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        pass
 
 
 def machines_of(nodes: Sequence[dict[str, Any]]) -> list[str]:
@@ -147,10 +164,11 @@ class ClusterDriver:
         self.lock = Lock(self.dd.lock, f"the hive at {self.data_dir}")
         os.environ.update(RAY_ENV)
         try:
+            reachable(self.address)
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING, configure_logging=False,
                      namespace=f"hive-{self.dd.socket_dir().name}")
-        except (ConnectionError, ValueError, RuntimeError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:
             self.lock.release()
             raise HiveError(f"--cluster {self.address}: cannot reach the Ray cluster: "
                             f"{exc}") from exc
@@ -160,8 +178,12 @@ class ClusterDriver:
                             f"{RESOURCE_PREFIX}<name> (ray start --resources "
                             f"'{{\"{RESOURCE_PREFIX}a\": 1}}')")
         cluster = self.cfg.cluster
-        self.head = ray.remote(Head).options(num_cpus=0, name="hive-head").remote(
-            cluster.lease)
+        # The head lives beside the driver, on the machine that ran hive start: losing any
+        # other machine must not lose the plan and the lease book with it.
+        beside = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                                soft=False)
+        self.head = ray.remote(Head).options(num_cpus=0, name="hive-head",
+                                             scheduling_strategy=beside).remote(cluster.lease)
         cfg_data = self.cfg.to_dict()
         for name in names:
             self.nodes[name] = ray.remote(Node).options(
@@ -189,7 +211,7 @@ class ClusterDriver:
         self.dd.write_state({
             "version": __version__, "pid": os.getpid(), "started": self.started,
             "data_dir": str(self.data_dir), "procs": self.plan.procs,
-            "ring": {"procs": self.plan.procs, "vnodes": hive.vnodes, "seed": hive.ring_seed},
+            "ring": self.plan.ring().params,
             "endpoints": self.endpoints.to_dict(), "pids": {},
             "config": cfg_data, "cluster": {"address": self.address,
                                             "plan": self.plan.to_dict()},

@@ -46,7 +46,7 @@ from hive.errors import HiveError
 from hive.procs.cluster_plan import ClusterPlan, Machine
 from hive.procs.control import ControlClient
 from hive.procs.curve import KeyFiles, ensure_keys
-from hive.procs.lifecycle import spawn_quietly
+from hive.procs.lifecycle import read_failure
 from hive.storage.datadir import DataDir
 
 log = logging.getLogger(__name__)
@@ -130,8 +130,10 @@ class Node:
             target=run_machine, name=f"hive-machine-{self.name}",
             args=(self.cfg_data, str(self.data_dir), self.plan.to_dict(), self.name,
                   os.getpid()))
-        with spawn_quietly():
-            self.process.start()
+        # Started as is (not under spawn_quietly, which only the main thread may call): an
+        # actor has no terminal whose Ctrl-C could reach it, and the machine's supervisor
+        # sets its own signal handlers.
+        self.process.start()
         log.info("machine %s started with epoch %d, pid %s", self.name, self.epoch,
                  self.process.pid)
 
@@ -151,7 +153,10 @@ class Node:
                 log.warning("machine %s: no renewal: %s", self.name, exc)
                 epochs = []
             if epochs is None and not self.stopping:
-                self._rejoin()
+                try:
+                    self._rejoin()
+                except Exception:  # the thread must go on: the next turn tries again
+                    log.exception("machine %s: could not start again", self.name)
             elif epochs:
                 with contextlib.suppress(HiveError), self._client(cluster.renew) as client:
                     client.call("fence", until=asked + cluster.lease - cluster.renew,
@@ -189,6 +194,10 @@ class Node:
                     assert isinstance(result, dict)
                     return result
             except HiveError:
+                if self.process is None or not self.process.is_alive():
+                    why = read_failure(self.dd.failure_file("supervisor.log"))
+                    raise HiveError(f"machine {self.name} did not start: "
+                                    f"{why or 'see its logs'}") from None
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)

@@ -218,6 +218,20 @@ def stopping_note(status: dict[str, Any]) -> str:
     return "stopping"
 
 
+def machines_note(machines: list[dict[str, Any]] | None) -> str:
+    """A cluster's machines (``hive start --cluster``): each one's epoch and state."""
+    if not machines:
+        return ""
+    shown = []
+    for machine in machines:
+        state = ("lost" if machine.get("lost") else "down" if not machine.get("alive")
+                 else "quiet" if machine.get("quiet") else "crawling")
+        rejoins = machine.get("rejoins") or 0
+        again = f", started again {rejoins}x" if rejoins else ""
+        shown.append(f"{machine.get('machine')} (epoch {machine.get('epoch')}, {state}{again})")
+    return f"machines: {', '.join(shown)}"
+
+
 def format_status(status: dict[str, Any], width: int, now: float) -> str:
     """The status table narrowed to ``width`` columns, then its notes."""
     shown = columns(width)
@@ -228,6 +242,7 @@ def format_status(status: dict[str, Any], width: int, now: float) -> str:
     lines.append("".join(_cell("total" if i == 0 else c.total(totals), c, i == 0)
                          for i, c in enumerate(shown)))
     notes = [
+        machines_note(status.get("machines")),
         f"{totals['pages_per_s']:.1f} pages/s over the last minute, "
         f"{totals.get('pages_this_start', 0):.0f} pages this start; cpu% over the last "
         f"{status.get('cpu_window', 10):g}s",

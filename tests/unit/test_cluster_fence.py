@@ -62,3 +62,20 @@ def test_a_cluster_recipe_names_each_peer_and_its_server_key(tmp_path: Path) -> 
     with pytest.raises(ValueError, match="bad peer"):
         Endpoints.from_dict({**ends.to_dict(), "peers": {"x": ["tcp://a:1", ""]}})
     assert Endpoints.tcp(17100).server_key(0) is None
+
+
+def test_cluster_lease_book_loses_a_silent_machine_and_raises_its_epoch() -> None:
+    from hive.procs.cluster_head import LeaseBook
+
+    book = LeaseBook(["a", "b"], lease=3.0)
+    a, b = book.join("a", 0.0), book.join("b", 0.0)
+    assert (a, b) == (1, 2)
+    assert book.renew("a", a, 2.0) and book.renew("b", b, 2.0)
+    assert book.renew("a", a, 4.5)  # b has been silent 2.5 s: within its lease
+    assert book.sweep(5.1) == ["b"] and book.machines["b"].lost
+    assert book.machines["b"].epoch == 3  # what b's old processes still send is refused
+    assert not book.renew("b", b, 5.2)  # the old epoch renews nothing, even once back
+    assert book.join("b", 6.0) == 4 and book.renew("b", 4, 6.5)
+    assert book.sweep(7.0) == [] and book.lapses == 1
+    with pytest.raises(ValueError, match="no machine"):
+        book.join("z", 0.0)
