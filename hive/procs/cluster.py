@@ -28,6 +28,9 @@ keep its batches, and the batch cannot end without it. It resumes when it is
 back under the same name. A machine gone for good is the operator's to decide:
 ``hive stop``, then restore its data directory on another machine that joins
 under its name (the stores and WARCs are all it is).
+
+Ray (the ``cluster`` extra) is imported in the methods that use it, so a plain install
+imports this module without it (tests/test_install.py).
 """
 
 from __future__ import annotations
@@ -40,9 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import ray
 import zmq
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hive import __version__
 from hive.config import Config
@@ -160,6 +161,8 @@ class ClusterDriver:
     # -- open --------------------------------------------------------------------------
 
     def open(self) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.lock = Lock(self.dd.lock, f"the hive at {self.data_dir}")
         os.environ.update(RAY_ENV)
@@ -221,6 +224,7 @@ class ClusterDriver:
 
     def _give_seeds(self) -> None:
         """Each machine gets the seeds its workers own, through its supervisor's ``add``."""
+        import ray
         assert self.plan is not None
         ring = self.plan.ring()
         cut: dict[str, list[str]] = {}
@@ -270,6 +274,7 @@ class ClusterDriver:
     def _poll(self) -> None:
         """Every machine's status (a machine out of reach keeps its last, marked down) and
         the head's sweep of lapsed leases."""
+        import ray
         names = sorted(self.nodes)
         refs = {name: self.nodes[name].status.remote() for name in names}
         sweep = self.head.sweep.remote()
@@ -335,6 +340,7 @@ class ClusterDriver:
         return self._finished
 
     def close(self) -> None:
+        import ray
         for node in self.nodes.values():
             try:
                 ray.get(node.shutdown.remote(), timeout=STOP_GRACE)

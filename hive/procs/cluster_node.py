@@ -25,6 +25,9 @@ on its local disk):
   A refused renewal means the head has declared this machine lost (it froze,
   or was cut off, past its lease): the node stops its supervisor, joins again
   for a newer epoch and starts it again from its stores.
+
+Ray (the ``cluster`` extra) is imported in the methods that use it, so a plain install
+imports this module without it (tests/test_install.py).
 """
 
 from __future__ import annotations
@@ -38,8 +41,6 @@ import time
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
-
-import ray
 
 from hive.config import Config, from_dict
 from hive.errors import HiveError
@@ -65,6 +66,7 @@ class Node:
     """One machine's actor: its keys, its supervisor process and its lease."""
 
     def __init__(self, head: Any, name: str, data: str, cfg_data: dict[str, Any]) -> None:
+        import ray
         self.head = head
         self.name = name
         self.cfg_data = cfg_data
@@ -88,6 +90,7 @@ class Node:
 
     def describe(self) -> dict[str, str]:
         """The machine's name, address and public keys, for the plan."""
+        import ray
         from zmq.auth import load_certificate  # noqa: PLC0415 - only for its public keys
 
         files = KeyFiles.at(self.keys.directory)
@@ -121,6 +124,8 @@ class Node:
         return self.epoch
 
     def _launch(self) -> None:
+        import ray
+
         from hive.procs.cluster_machine import run_machine  # noqa: PLC0415 - its process's
 
         assert self.plan is not None
@@ -143,6 +148,7 @@ class Node:
         return ControlClient(endpoints.control, timeout, curve_dir=self.keys.directory)
 
     def _renew_loop(self) -> None:
+        import ray
         cluster = self.cfg.cluster
         while not self.stopping:
             asked = time.time()
