@@ -87,6 +87,9 @@ class PolitenessConfig:
     backoff_max: float
     retry_after_cap: float
     host_failure_outcomes: list[str]
+    ip_concurrency: int
+    ip_min_delay: float
+    ip_grant_hold: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,6 +411,9 @@ def _check_whole(cfg: Config) -> None:
         )
     if cfg.politeness.min_delay > cfg.politeness.max_delay:
         raise ConfigError("politeness.min_delay: must not exceed politeness.max_delay")
+    if cfg.politeness.ip_concurrency and cfg.politeness.ip_grant_hold <= 0:
+        raise ConfigError("politeness.ip_grant_hold: must be above 0 while "
+                          f"politeness.ip_concurrency is on, got {cfg.politeness.ip_grant_hold}")
     if cfg.hive.hung_after < 4 * cfg.hive.stats_interval:
         raise ConfigError("hive.hung_after: must be at least 4 x hive.stats_interval (a worker "
                           f"reports every {cfg.hive.stats_interval:g}s)")

@@ -52,6 +52,9 @@ def crawl_config(server: WebProcess, **sections: dict[str, Any]) -> config.Confi
         "politeness": {
             "min_delay": 0.05, "max_delay": 0.2, "crawl_delay_cap": 0.5,
             "backoff_base": 1.0, "backoff_max": 2.0, "retry_after_cap": 2.5,
+            # every host of the test web shares one address: the address limits stay on
+            # (every fetch goes through its grant) but do not bind (the threads do)
+            "ip_concurrency": 8, "ip_min_delay": 0.0,
         },
         "robots": {"retry_delay": 0.2, "tries": 2},
         "fetch": {

@@ -11,6 +11,14 @@ Frames of each kind (the first frame names it)::
     ACK      origin:u16 seq:u64 part:u16 parts:u16            owner -> splitter -> origin
     STATS    worker:u16 | JSON object of str -> number, bool or null
     COMMAND  JSON object with a string "cmd"
+    ADDRASK  sender:u16 epoch:u64 | JSON {"asks": [[address, want, owner_epoch,
+                                                    [grant id, ...]], ...]}  holder -> owner
+    ADDRGRANT sender:u16 epoch:u64 | JSON {"grants": [[address, holder_epoch, grant id,
+                                                       wait, hold], ...]}  owner -> holder
+
+ADDRASK and ADDRGRANT carry address politeness (hive/core/addressledger.py,
+addressstock.py): ``epoch`` names the sender's process life, ``wait`` and
+``hold`` are seconds (durations, so the two clocks need not agree).
 
     records = count:u32, then count times (length:u32, UrlRecord.encode() bytes)
 
@@ -60,12 +68,17 @@ KIND_ADMIT = b"ADMIT"
 KIND_ACK = b"ACK"
 KIND_STATS = b"STATS"
 KIND_COMMAND = b"COMMAND"
+KIND_ADDRASK = b"ADDRASK"
+KIND_ADDRGRANT = b"ADDRGRANT"
+MAX_LIFE = 2**64 - 1  # an address message's process life: its time_ns at start
+MAX_ADDRESS_CHARS = 64
 
 _BATCH_HEAD = struct.Struct(">HQ")
 _PART_HEAD = struct.Struct(">HQHH")
 _WORKER = struct.Struct(">H")
 _EPOCH = struct.Struct(">HI")
 MAX_EPOCH = 2**32 - 1
+_SENDER = struct.Struct(">HQ")
 _U32 = struct.Struct(">I")
 # The fixed header of UrlRecord's byte form, measured so record.py stays its only owner.
 _RECORD_HEAD_SIZE = len(UrlRecord("u", "h").encode()) - len(b"u\0h\0")
@@ -133,7 +146,46 @@ class Command:
     args: dict[str, Any]
 
 
-Message = Batch | Admit | Ack | Stats | Command
+@dataclass(frozen=True, slots=True)
+class AddressAsk:
+    """One address's part of an ADDRASK: the grants given back and the holder's want."""
+
+    address: str
+    want: int
+    owner_epoch: int
+    returned: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddressAsks:
+    """A holder's asks to one owner (``sender``, in its life ``epoch``)."""
+
+    sender: int
+    epoch: int
+    asks: tuple[AddressAsk, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddressGrant:
+    """One grant: start at ``address`` after ``wait`` seconds, within ``hold`` more."""
+
+    address: str
+    holder_epoch: int
+    grant_id: int
+    wait: float
+    hold: float
+
+
+@dataclass(frozen=True, slots=True)
+class AddressGrants:
+    """An owner's (``sender``, in its life ``epoch``) grants to one holder."""
+
+    sender: int
+    epoch: int
+    grants: tuple[AddressGrant, ...]
+
+
+Message = Batch | Admit | Ack | Stats | Command | AddressAsks | AddressGrants
 
 
 def encode_batch(origin: int, seq: int, records: Sequence[UrlRecord]) -> list[bytes]:
@@ -198,6 +250,63 @@ def encode_command(cmd: str, args: Mapping[str, object] | None = None) -> list[b
     return [KIND_COMMAND, _dump_json({"cmd": cmd, **body})]
 
 
+def encode_address_asks(sender: int, epoch: int, asks: Sequence[AddressAsk]) -> list[bytes]:
+    _check_int("sender", sender, MAX_U16)
+    _check_int("epoch", epoch, MAX_LIFE)
+    body = [[a.address, a.want, a.owner_epoch, list(a.returned)] for a in asks]
+    _check_asks(body)
+    return [KIND_ADDRASK, _SENDER.pack(sender, epoch), _dump_json({"asks": body})]
+
+
+def encode_address_grants(sender: int, epoch: int,
+                          grants: Sequence[AddressGrant]) -> list[bytes]:
+    _check_int("sender", sender, MAX_U16)
+    _check_int("epoch", epoch, MAX_LIFE)
+    body = [[g.address, g.holder_epoch, g.grant_id, g.wait, g.hold] for g in grants]
+    _check_grants(body)
+    return [KIND_ADDRGRANT, _SENDER.pack(sender, epoch), _dump_json({"grants": body})]
+
+
+def _is_int(value: object, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+
+def _is_address(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ADDRESS_CHARS
+
+
+def _entries(body: dict[str, Any], key: str, size: int) -> list[list[Any]]:
+    entries = body.get(key)
+    if (not isinstance(entries, list) or len(body) != 1 or len(entries) > MAX_RECORDS
+            or not all(isinstance(e, list) and len(e) == size for e in entries)):
+        raise WireError("bad_address_message", f"expected {{{key!r}: [[{size} fields], ...]}}")
+    return entries
+
+
+def _check_asks(body: list[list[Any]]) -> tuple[AddressAsk, ...]:
+    out = []
+    for address, want, owner_epoch, returned in body:
+        if not (_is_address(address) and _is_int(want, MAX_U16)
+                and _is_int(owner_epoch, MAX_LIFE) and isinstance(returned, list)
+                and len(returned) <= MAX_U16
+                and all(_is_int(g, MAX_SEQ) for g in returned)):
+            raise WireError("bad_address_message", f"bad ask {[address, want]!r}"[:200])
+        out.append(AddressAsk(address, want, owner_epoch, tuple(returned)))
+    return tuple(out)
+
+
+def _check_grants(body: list[list[Any]]) -> tuple[AddressGrant, ...]:
+    out = []
+    for address, holder_epoch, grant_id, wait, hold in body:
+        if not (_is_address(address) and _is_int(holder_epoch, MAX_LIFE)
+                and _is_int(grant_id, MAX_SEQ)
+                and all(isinstance(v, int | float) and not isinstance(v, bool)
+                        and math.isfinite(v) and 0 <= v <= 3600 for v in (wait, hold))):
+            raise WireError("bad_address_message", f"bad grant {[address, grant_id]!r}"[:200])
+        out.append(AddressGrant(address, holder_epoch, grant_id, float(wait), float(hold)))
+    return tuple(out)
+
+
 def decode(frames: Sequence[bytes]) -> Message:
     """Decode one multipart message; raises :class:`WireError` if it is malformed."""
     if not frames:
@@ -231,6 +340,13 @@ def decode(frames: Sequence[bytes]) -> Message:
         if not isinstance(cmd, str) or not cmd:
             raise WireError("bad_command", "no string 'cmd'")
         return Command(cmd, body)
+    if kind in (KIND_ADDRASK, KIND_ADDRGRANT):
+        _expect_frames(frames, 3)
+        sender, epoch = _unpack(_SENDER, frames[1])
+        body = _load_json(frames[2])
+        if kind == KIND_ADDRASK:
+            return AddressAsks(sender, epoch, _check_asks(_entries(body, "asks", 4)))
+        return AddressGrants(sender, epoch, _check_grants(_entries(body, "grants", 5)))
     raise WireError("unknown_kind", repr(kind[:16]))
 
 

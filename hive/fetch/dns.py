@@ -208,6 +208,20 @@ class DnsCache:
                 self._evictions += 1
         return result
 
+    def cached(self, host: str, now: float) -> Resolution | None:
+        """The answer ``lookup`` would give without asking the resolver, or None if only
+        the resolver knows (for a thread that must not wait on DNS)."""
+        name = normalize_host(host)
+        literal = ip_literal(name)
+        if literal is not None:
+            return Resolution(name, (str(literal),))
+        fixed = self._override(name)
+        if fixed is not None:
+            return Resolution(name, fixed)
+        with self._lock:
+            cached = self._entries.get(name)
+        return cached if cached is not None and now < cached.expires else None
+
     def _resolve(self, name: str, now: float) -> Resolution:
         try:
             addresses, ttl = self._resolver(name, self._timeout)

@@ -114,7 +114,14 @@ from hive.core.urls import canonicalize, host_key
 from hive.errors import URLError
 from hive.fetch.client import Fetcher, FetchResult
 from hive.fetch.cookies import CookieJars, CookieLimits
-from hive.fetch.dns import Addresses, AddressGuard, DnsCache, Resolver, happy_eyeballs
+from hive.fetch.dns import (
+    Addresses,
+    AddressGuard,
+    DnsCache,
+    Resolution,
+    Resolver,
+    happy_eyeballs,
+)
 from hive.fetch.feeds import FeedReader
 from hive.fetch.fetched import Fetched
 from hive.fetch.headers import refresh_target, robots_nofollow
@@ -205,13 +212,20 @@ class Pipeline:
         self._closing = closing
         self._prior = prior
 
-    def prefetch(self, host: str) -> None:
-        """Look a newly bound host's name up before its first fetch needs it."""
-        self.dns.lookup(hostname(host), time.time())
+    def prefetch(self, host: str) -> Resolution:
+        """Look a host's name up before its fetch needs it (a newly bound host, or one whose
+        lease waits for its address to know its politeness, hive/procs/addresses.py)."""
+        return self.dns.lookup(hostname(host), time.time())
 
-    def run(self, lease: Lease, stale: RobotsRules | None, started: float) -> Fetched:
-        """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it."""
-        address, failed, message = self._address(lease.record.host_key, started)
+    def resolved(self, host: str, now: float) -> Resolution | None:
+        """A host's addresses if known without waiting on DNS (see ``prefetch``)."""
+        return self.dns.cached(hostname(host), now)
+
+    def run(self, lease: Lease, stale: RobotsRules | None, started: float,
+            granted: str | None = None) -> Fetched:
+        """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it;
+        ``granted``: the address its address politeness granted it (tried first)."""
+        address, failed, message = self._address(lease.record.host_key, started, granted)
         if not address:
             if lease.kind == LeaseKind.ROBOTS and failed == Kind.DNS:
                 return self.robots_fetch.outcome(lease, stale, None, b"", started, time.time(),
@@ -254,14 +268,21 @@ class Pipeline:
             if found[0] == MOVED and result.location:
                 fetched.location = result.location
 
-    def _address(self, host: str, now: float) -> tuple[Addresses, Kind, str]:
+    def _address(self, host: str, now: float,
+                 granted: str | None = None) -> tuple[Addresses, Kind, str]:
         """(addresses to try, outcome kind, message) for a host key: the kind is OK on
         success. The first address in ``happy_eyeballs`` order must pass the guard (else
-        the host is refused, as ever); the others that pass follow it."""
+        the host is refused, as ever); the others that pass follow it. A ``granted``
+        address (hive/procs/addresses.py) is the first, whatever DNS says now: its grant
+        is for it; the others follow only if connecting to it fails (no request made)."""
         resolution = self.dns.lookup(hostname(host), now)
-        if not resolution.ok:
+        if granted is not None:
+            others = happy_eyeballs(resolution.addresses) if resolution.ok else []
+            order = [granted, *(a for a in others if a != granted)]
+        elif not resolution.ok:
             return (), Kind.DNS, resolution.message
-        order = happy_eyeballs(resolution.addresses)
+        else:
+            order = happy_eyeballs(resolution.addresses)
         refusal = self.guard.check(order[0])
         if refusal is not None:
             return (), Kind.REFUSED_ADDRESS, refusal

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive.config import Config
+from hive.core.addressstock import Slot
 from hive.core.lease import Lease, LeaseKind
 from hive.core.recentlinks import RecentLinks, recent_key
 from hive.core.record import FEED, SITEMAP, UrlRecord
@@ -50,7 +51,7 @@ from hive.core.ring import Ring
 from hive.core.urls import host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
-from hive.fetch.dns import Resolver
+from hive.fetch.dns import Resolution, Resolver
 from hive.fetch.fetched import Fetched, Verdict
 from hive.fetch.gate import FrontierGate
 from hive.fetch.pipeline import Pipeline
@@ -60,6 +61,7 @@ from hive.fetch.sinks import SinkContext, Sinks
 from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
 from hive.procs.dedup import DedupSeeding
+from hive.procs.addresses import Addresses
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
 from hive.procs.plan import Plan
@@ -69,7 +71,9 @@ from hive.storage.datadir import DataDir
 log = logging.getLogger(__name__)
 
 LinkSink = Callable[[list[UrlRecord], float], None]
-Job = tuple[Lease, RobotsRules | None]
+# A lease, its stale robots.txt rules and its address grant (None: address politeness is
+# off, or its host has no address); a host name on the job queue is looked up.
+Job = tuple[Lease, RobotsRules | None, Slot | None]
 IDLE_WAIT = 0.5
 # A backlog of leases waits in the job queue behind the ones being fetched (two per fetch
 # thread, at most 16), so that busy threads need no frontier turn per page: they wake the
@@ -175,9 +179,17 @@ class Worker:
         # hive/procs/fence.py): asked before each lease, on the clock as it is then.
         self.may_lease: Callable[[], bool] = _always
         self.disk_error = ""
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
         self._prefetch: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job | str | None] = queue.SimpleQueue()
+        self.addresses: Addresses | None = None
+        if cfg.politeness.ip_concurrency:
+            self.addresses = Addresses(
+                cfg, self.frontier.store, worker_id=worker_id, ring=ring,
+                resolved=self.pipeline.resolved, lookup=self._jobs.put, now=time.time())
+            self.frontier.commit(time.time())  # its ledger's marker, before any grant
+        self._resolved: queue.SimpleQueue[tuple[str, Resolution]] = queue.SimpleQueue()
+        self._spoiled: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self.wake_fd, self._wake_w = os.pipe()
         os.set_blocking(self.wake_fd, False)
         os.set_blocking(self._wake_w, False)
@@ -249,6 +261,8 @@ class Worker:
         if self.plan is not None and not self.plan.done:
             self.plan.step(self.frontier, self._owns, now)
         dispatch: list[Job] = []
+        if self.addresses is not None:
+            self._address_news(now, dispatch)
         wake_at: float | None = None
         while not self.stopping and not seeding \
                 and self.in_flight + len(dispatch) < self.max_leases and self.may_lease():
@@ -259,11 +273,15 @@ class Worker:
             lease = ready.lease
             screened = self.gate.screen(lease, now)
             if screened is Verdict.FETCH:
-                dispatch.append((lease, self.gate.stale_rules(lease, now)))
+                pending = (lease, self.gate.stale_rules(lease, now))
+                if self.addresses is None or self.addresses.start(pending, now):
+                    dispatch.append((*pending, None))
             elif screened is Verdict.LOST:
                 self.frontier.robots_lost(lease, now)
             else:
                 self._record(screened, now)
+        if self.addresses is not None:
+            dispatch += [(*pending, slot) for pending, slot in self.addresses.turn(now)]
         self.frontier.commit(now)
         for job in dispatch:
             self.in_flight += 1
@@ -285,7 +303,24 @@ class Worker:
         wait = IDLE_WAIT
         if self.in_flight < self.max_leases and wake_at is not None:
             wait = max(0.0, min(wake_at - now, IDLE_WAIT))
+        due = self.addresses.next_due(now) if self.addresses is not None else None
+        if due is not None:  # a grant's time, or an ask to send again
+            wait = max(0.0, min(due - now, wait))
         return min(wait, TURN_INTERVAL) if self.in_flight else wait
+
+    def _address_news(self, now: float, dispatch: list[Job]) -> None:
+        """Hosts looked up for waiting leases, and leases that missed their grant's start."""
+        assert self.addresses is not None
+        with contextlib.suppress(queue.Empty):
+            while True:
+                host, resolution = self._resolved.get_nowait()
+                for pending in self.addresses.looked_up(host, resolution, now):
+                    dispatch.append((*pending, None))
+        with contextlib.suppress(queue.Empty):
+            while True:
+                lease, stale, _ = self._spoiled.get_nowait()
+                self.in_flight -= 1
+                self.addresses.spoiled((lease, stale), now)
 
     def _apply_results(self, now: float) -> None:
         while True:
@@ -294,6 +329,8 @@ class Worker:
             except queue.Empty:
                 return
             self.in_flight -= 1
+            if self.addresses is not None:
+                self.addresses.finished(fetched.lease, now)
             self.gate.keep(fetched)
             if fetched.links:
                 self._hand_on(fetched, now)
@@ -502,6 +539,8 @@ class Worker:
             self.plan.close()
         if self.seeding is not None:
             self.seeding.close()
+        if self.addresses is not None and not busy:
+            self.addresses.close()
         self.frontier.close(time.time())
         self.crawl_log.close()
         self.sinks.close()
@@ -523,6 +562,8 @@ class Worker:
         out.update(self.wait_stats())
         out.update(self.fetch_times.stats())
         out.update(self.host_view.stats(time.time()))
+        if self.addresses is not None:
+            out.update(self.addresses.stats())
         return out
 
     # -- fetch threads ---------------------------------------------------------------
@@ -535,10 +576,19 @@ class Worker:
         while (job := self._jobs.get()) is not None:
             if self._closing.is_set():
                 continue  # queued after a close began: its URL stays pending in the store
-            lease, stale = job
+            if isinstance(job, str):
+                self._resolved.put((job, self.pipeline.prefetch(job)))
+                self._wake()
+                continue
+            lease, stale, slot = job
             started = time.time()
+            if slot is not None and started > slot.start_by:
+                self._spoiled.put(job)  # too late for its grant: it waits for another
+                self._wake()
+                continue
             try:
-                fetched = self.pipeline.run(lease, stale, started)
+                fetched = self.pipeline.run(lease, stale, started,
+                                            slot.address if slot is not None else None)
             except Exception as exc:  # a bug must not kill the thread or lose the lease
                 if isinstance(exc, OSError) and exc.errno in DISK_ERRORS:
                     self.disk_error = f"writing WARC: {exc}"
@@ -549,5 +599,8 @@ class Worker:
                 )
             self._results.put(fetched)
             if self._jobs.qsize() < self._low_water and not self._closing.is_set():
-                with contextlib.suppress(BlockingIOError):
-                    os.write(self._wake_w, b"x")
+                self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"x")

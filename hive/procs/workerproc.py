@@ -100,6 +100,8 @@ class WorkerProcess:
             on_links=self._links, ring=self.ring,
         )
         self.worker.may_lease = lambda: self.fence.holds(time.time())
+        if self.worker.addresses is not None:
+            self.worker.addresses.send = self.router.send
         self.outbox = Outbox(
             self.worker.frontier.store, resend_after=self.cfg.hive.resend_after,
             max_tries=self.cfg.hive.max_tries, window=self.cfg.hive.outbox_window,
@@ -135,6 +137,9 @@ class WorkerProcess:
             self.outbox.ack(message.seq, message.part, message.parts)
         elif isinstance(message, wire.Command):
             self._command(message.cmd, message.args, now)
+        elif (isinstance(message, wire.AddressAsks | wire.AddressGrants)
+              and self.worker.addresses is not None):
+            self.worker.addresses.receive(message, now)
         else:
             self.worker.counts["wire/unexpected"] += 1
 

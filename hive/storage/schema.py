@@ -62,6 +62,9 @@ domains     registered domain (utf-8)            hosts(4) pages(8) fetched(8): t
 meta        ``domains``                          ``1``: the rows were made from the     frontier
                                                  host records (stores made before
                                                  ``domains``) or from the start
+meta        ``address_ledger``                   empty: this worker's address ledger    worker
+                                                 may have grants out (a life that did   (addresses)
+                                                 not close cleanly)
 ==========  ===================================  =====================================  ===========
 
 ``domains`` holds one row per registered domain (hive.core.keys) with a host record
@@ -166,6 +169,7 @@ META_REFUSALS = b"refusals"
 META_OUTBOX_SEQ = b"outbox_seq"
 META_DEDUP_FROM = b"dedup_from"
 META_RECRAWL_FROM = b"recrawl_from"
+META_ADDRESS_LEDGER = b"address_ledger"
 
 
 class Pending(NamedTuple):

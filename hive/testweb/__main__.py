@@ -25,6 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Not 127.0.0.1: that is the tripwire's, and a crawl allowed only the web's address
     # (--allow-net 127.0.0.2/32) proves it never strays to other loopback services.
     parser.add_argument("--host", default="127.0.0.2", help="address to listen on")
+    parser.add_argument("--also", action="append", default=[],
+                        help="also serve the web at this address, on the same port (repeat)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free one)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hosts", type=int, default=20)
@@ -66,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)
     cookies = (CookieWeb(args.domain, args.cookie_hosts, args.cookie_count, args.cookie_bytes,
                          args.cookie_pages) if args.cookie_hosts else None)
-    with serve(web, args.host, args.port, args.log, args.sitemaps, cookies) as server:
+    with serve(web, args.host, args.port, args.log, args.sitemaps, cookies,
+               also=tuple(args.also)) as server:
         print(server.port, flush=True)
         signal.sigwait(stop)
     return 0

@@ -47,7 +47,8 @@ class Request:
     by however long its thread waited for the CPU or the GIL after the event, so
     a gap measured between ``end`` and the next ``start`` can look shorter than
     it was; ``received`` and ``finished`` are what the checks use: the kernel's
-    stamps when there are, else the handler's.
+    stamps when there are, else the handler's. ``server`` is the address the request
+    came in at (the test web may listen at several: :func:`address_violations`).
     """
 
     host: str
@@ -60,6 +61,7 @@ class Request:
     cookie: str = ""
     arrived: float | None = None
     sent: float | None = None
+    server: str = ""
 
     @property
     def received(self) -> float:
@@ -85,6 +87,7 @@ class Request:
             "start": self.start, "end": self.end, "client": self.client,
             **({"cookie": self.cookie} if self.cookie else {}),
             "arrived": self.arrived, "sent": self.sent,
+            **({"server": self.server} if self.server else {}),
         })
 
     @classmethod
@@ -94,7 +97,7 @@ class Request:
             str(data["host"]), str(data["path"]), str(data["method"]), int(data["status"]),
             float(data["start"]), float(data["end"]), str(data["client"]),
             str(data.get("cookie", "")),
-            _stamp(data.get("arrived")), _stamp(data.get("sent")),
+            _stamp(data.get("arrived")), _stamp(data.get("sent")), str(data.get("server", "")),
         )
 
 
@@ -143,6 +146,54 @@ def politeness_violations(
             if request.finished > end:
                 last = request
     return violations
+
+
+def address_violations(records: Iterable[Request], concurrency: int, starts_per_second: int,
+                       tolerance: float = 0.0) -> list[str]:
+    """Every breach of the per-address limits in a request log, one message each: at one
+    server address, more than ``concurrency`` requests in flight at once (arrived and not
+    yet finished: the kernel's stamps), or more than ``starts_per_second`` arriving within
+    one second. ``tolerance`` forgives that much of each time, for clock granularity."""
+    by_address: dict[str, list[Request]] = defaultdict(list)
+    for record in records:
+        by_address[record.server].append(record)
+    violations = []
+    for address, requests in sorted(by_address.items()):
+        events = sorted([(r.received + tolerance, 1) for r in requests]
+                        + [(r.finished, -1) for r in requests])
+        flying = peak = 0
+        for when, step in events:
+            flying += step
+            if flying > concurrency and flying > peak:
+                violations.append(f"{address}: {flying} requests in flight at {when:.3f}")
+            peak = max(peak, flying)
+        starts = sorted(r.received for r in requests)
+        first = 0
+        worst = 0
+        for i, start in enumerate(starts):
+            while starts[first] < start - 1.0 + tolerance:
+                first += 1
+            worst = max(worst, i - first + 1)
+        if worst > starts_per_second:
+            violations.append(f"{address}: {worst} requests started within one second")
+    return violations
+
+
+def busiest_second(records: Iterable[Request]) -> dict[str, int]:
+    """Per server address, the most requests that arrived within one second."""
+    by_address: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        by_address[record.server].append(record.received)
+    out = {}
+    for address, starts in by_address.items():
+        starts.sort()
+        first = worst = 0
+        for i, start in enumerate(starts):
+            while starts[first] < start - 1.0:
+                first += 1
+            worst = max(worst, i - first + 1)
+        out[address] = worst
+    return out
 
 
 def received(log_dir: Path) -> dict[str, list[float]]:

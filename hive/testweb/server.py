@@ -153,6 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
             site.record(Request(
                 host, self.path, self.command, reply.status, start, end, client,
                 self.headers.get("Cookie", ""), self.stamps.arrived(), self.stamps.sent(),
+                self.server.server_name,
             ))
 
     def _stream(self, reply: Stream, send_body: bool, start: float) -> None:
@@ -233,6 +234,7 @@ class WebServer(_Served):
     def __init__(
         self, web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
         sitemaps: bool = False, cookies: CookieWeb | None = None, power: PowerWeb | None = None,
+        also: tuple[str, ...] = (),
     ) -> None:
         self.web = web
         self._log = log.open("a", encoding="utf-8", buffering=1) if log is not None else None
@@ -244,6 +246,9 @@ class WebServer(_Served):
         try:
             for address in ((host, port), (TRIPWIRE_ADDRESS, 0)):
                 self._servers.append(_HTTPServer(address, self._site))
+            for extra in also:  # the same web at more addresses, on the same port
+                self._servers.append(_HTTPServer((extra, self._servers[0].server_port),
+                                                 self._site))
         except OSError:
             self.close()
             raise
@@ -315,7 +320,8 @@ class WebProcess(_Served):
     """
 
     def __init__(self, web: Web, log: Path, host: str = "127.0.0.1", timeout: float = 20.0,
-                 sitemaps: bool = False, cookies: CookieWeb | None = None) -> None:
+                 sitemaps: bool = False, cookies: CookieWeb | None = None,
+                 also: tuple[str, ...] = ()) -> None:
         self.web = web
         self.cookies = cookies
         self.address = host
@@ -334,6 +340,8 @@ class WebProcess(_Served):
             command.append("--requisites")
         if sitemaps:
             command.append("--sitemaps")
+        for extra in also:
+            command += ["--also", extra]
         if cookies is not None:
             command += ["--cookie-hosts", str(cookies.hosts), "--cookie-count", str(cookies.count),
                         "--cookie-bytes", str(cookies.size), "--cookie-pages", str(cookies.pages)]
@@ -373,13 +381,16 @@ class WebProcess(_Served):
 def serve(
     web: Web, host: str = "127.0.0.1", port: int = 0, log: Path | None = None,
     sitemaps: bool = False, cookies: CookieWeb | None = None, power: PowerWeb | None = None,
+    also: tuple[str, ...] = (),
 ) -> WebServer:
     """Serve ``web`` on ``host:port`` (0: any free port) from background threads; with
     ``sitemaps``, the sitemap and feed hosts too (hive.testweb.sitemaps), with ``cookies``
     its cookie hosts (hive.testweb.cookies, of ``web``'s domain), with ``power`` the hosts
     of a power-law web (hive.testweb.powerlaw, of the same domain).
 
-    Also opens the tripwire on ``127.0.0.1``. Every request is logged in
-    memory and, when ``log`` is given, appended to that file as JSON lines.
+    Also opens the tripwire on ``127.0.0.1``, and serves the same web at the ``also``
+    addresses (on the same port): which names go where is the crawler's ``--resolve``.
+    Every request is logged in memory and, when ``log`` is given, appended to that file
+    as JSON lines.
     """
-    return WebServer(web, host, port, log, sitemaps, cookies, power)
+    return WebServer(web, host, port, log, sitemaps, cookies, power, also)

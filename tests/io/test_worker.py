@@ -673,7 +673,7 @@ def test_a_fetch_thread_busy_past_close_writes_to_no_closed_descriptor(
     worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
     release, entered = threading.Event(), threading.Event()
 
-    def held(lease: Lease, stale: object, started: float) -> Fetched:
+    def held(lease: Lease, stale: object, started: float, address: str | None) -> Fetched:
         entered.set()
         release.wait(30)
         return Fetched(Kind.ERROR, lease=lease, started=started, finished=time.time())

@@ -1,0 +1,206 @@
+"""The address ledger: the start slots one owner grants at the IP addresses it owns.
+
+Each IP address has one owner in a hive, the ring owner of the address string
+(``Ring.owner(address)``), and only it grants *start slots* there: a grant lets
+its holder (a worker, ``holder`` and its process ``epoch``) start one fetch at
+the address at or after ``not_before`` and no later than ``not_before + hold``;
+the fetch, bounded by the fetch's total timeout, is over by ``expires``. The
+ledger keeps, per address:
+
+- at most ``concurrency`` grants outstanding (granted, neither returned nor
+  expired), so no more fetches than that are in flight there at once;
+- each grant's ``not_before`` at least ``min_delay`` after the one before it,
+  so starts are spaced (a holder starts within ``hold`` of its time, so any
+  second sees at most ``(1 + hold) / min_delay + 1`` starts);
+- what each holder wants (``ask``: how many grants it would hold, absolute, so
+  a resent ask is harmless), served first come first served.
+
+A grant ends when its holder returns it (the fetch ended, or it went unused) or
+when it expires (its holder was killed, or the return was lost). An owner that
+starts (again) has lost its ledger and grants nothing until ``quiet_until``
+(one grant's life after its start), by when every grant its earlier life gave
+has expired. An ask from an epoch older than the holder's newest is stale and
+refused; the holder's older grants stay outstanding until they expire. Memory
+is bounded: an address with no grant outstanding, no want and its spacing
+served is forgotten, so the ledger holds only addresses some holder is using
+or waiting for.
+
+Pure: every method takes ``now``; the process shell (hive/procs/addresses.py)
+carries asks and grants between workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """A grant as it leaves the owner: ``wait`` seconds until it may start (relative, so
+    that the holder's clock need not agree with the owner's), then ``hold`` seconds to start."""
+
+    holder: int
+    holder_epoch: int
+    address: str
+    grant_id: int
+    wait: float
+    hold: float
+
+
+@dataclass(slots=True)
+class _Grant:
+    grant_id: int
+    holder: int
+    holder_epoch: int
+    not_before: float
+    expires: float
+
+
+@dataclass(slots=True)
+class _Address:
+    grants: dict[int, _Grant] = field(default_factory=dict)
+    wants: dict[tuple[int, int], int] = field(default_factory=dict)  # (holder, epoch) -> want
+    last_start: float = float("-inf")
+
+
+class AddressLedger:
+    """The grants an owner has given at its addresses (see the module docstring)."""
+
+    def __init__(self, *, concurrency: int, min_delay: float, hold: float, fetch_life: float,
+                 epoch: int, now: float) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.concurrency = concurrency
+        self.min_delay = min_delay
+        self.hold = hold
+        # A grant's whole life: its hold, then the longest a fetch started in it lasts.
+        self.life = hold + fetch_life
+        self.epoch = epoch
+        self.quiet_until = now + self.life + concurrency * min_delay
+        self._addresses: dict[str, _Address] = {}
+        self._epochs: dict[int, int] = {}  # holder -> its newest epoch seen
+        self._next_id = 1
+        self._dirty: set[str] = set()  # addresses whose wants changed since the last grant
+        self._next_expiry = float("inf")
+        self.counts: dict[str, int] = {
+            "address/granted": 0, "address/returned": 0, "address/expired": 0,
+            "address/stale_asks": 0, "address/unknown_returns": 0,
+        }
+
+    def __len__(self) -> int:
+        return len(self._addresses)
+
+    def outstanding(self, address: str) -> int:
+        entry = self._addresses.get(address)
+        return len(entry.grants) if entry is not None else 0
+
+    def ask(self, address: str, holder: int, epoch: int, want: int, returned: list[int],
+            owner_epoch: int, now: float) -> bool:
+        """Take a holder's grants back and what it wants now; False if the ask is stale
+        (an older epoch of the holder than one already seen), which changes nothing.
+        Returns naming another life of this owner (``owner_epoch``) are ignored: those
+        grants were forgotten with it."""
+        newest = self._epochs.get(holder)
+        if newest is not None and epoch < newest:
+            self.counts["address/stale_asks"] += 1
+            return False
+        if newest is None or epoch > newest:
+            self._epochs[holder] = epoch
+            self._drop_wants(holder, epoch)
+        entry = self._addresses.get(address)
+        if entry is None:
+            if want <= 0:
+                return True
+            entry = self._addresses[address] = _Address()
+        if owner_epoch == self.epoch:
+            for grant_id in returned:
+                grant = entry.grants.get(grant_id)
+                if grant is None or grant.holder != holder:
+                    self.counts["address/unknown_returns"] += 1
+                    continue
+                del entry.grants[grant_id]
+                self.counts["address/returned"] += 1
+        if want > 0:
+            entry.wants[holder, epoch] = min(want, self.concurrency)
+        else:
+            entry.wants.pop((holder, epoch), None)
+        self._dirty.add(address)
+        return True
+
+    def _drop_wants(self, holder: int, epoch: int) -> None:
+        for address, entry in self._addresses.items():
+            for key in [key for key in entry.wants if key[0] == holder and key[1] != epoch]:
+                del entry.wants[key]
+                self._dirty.add(address)
+
+    def _tidy(self, address: str, entry: _Address, now: float) -> None:
+        """Forget an address nobody holds or wants once its spacing is served (until then it
+        is looked at again by the next ``grant``)."""
+        if entry.grants or entry.wants:
+            return
+        if now >= entry.last_start + self.min_delay:
+            del self._addresses[address]
+        else:
+            self._dirty.add(address)
+
+    def grant(self, now: float) -> list[Granted]:
+        """Expire what has run out, then grant what the wants and the limits allow."""
+        out: list[Granted] = []
+        if now < self.quiet_until:
+            return out
+        if now >= self._next_expiry:
+            self._expire(now)
+        dirty, self._dirty = self._dirty, set()
+        for address in dirty:
+            entry = self._addresses.get(address)
+            if entry is not None:
+                self._serve(address, entry, now, out)
+                self._tidy(address, entry, now)
+        return out
+
+    def _expire(self, now: float) -> None:
+        self._next_expiry = float("inf")
+        for address, entry in self._addresses.items():
+            for grant_id, grant in list(entry.grants.items()):
+                if grant.expires <= now:
+                    del entry.grants[grant_id]
+                    self.counts["address/expired"] += 1
+                    self._dirty.add(address)
+                else:
+                    self._next_expiry = min(self._next_expiry, grant.expires)
+
+    def _serve(self, address: str, entry: _Address, now: float, out: list[Granted]) -> None:
+        """Grant at one address, first come first served, within its limits; a want met is
+        forgotten (its holder asks again for more)."""
+        for key, want in list(entry.wants.items()):
+            holder, epoch = key
+            held = sum(1 for g in entry.grants.values()
+                       if g.holder == holder and g.holder_epoch == epoch)
+            while held < want and len(entry.grants) < self.concurrency:
+                start = max(now, entry.last_start + self.min_delay)
+                entry.last_start = start
+                grant = _Grant(self._next_id, holder, epoch, start, start + self.life)
+                self._next_id += 1
+                entry.grants[grant.grant_id] = grant
+                self._next_expiry = min(self._next_expiry, grant.expires)
+                out.append(Granted(holder, epoch, address, grant.grant_id, start - now, self.hold))
+                self.counts["address/granted"] += 1
+                held += 1
+            if held >= want:
+                del entry.wants[key]
+
+    def next_due(self, now: float) -> float | None:
+        """When ``grant`` may next have something to do: the quiet's end, or the first expiry
+        of a grant at an address someone waits for (None: only a new ask)."""
+        if now < self.quiet_until:
+            return self.quiet_until if self._addresses else None
+        expiries = [grant.expires for entry in self._addresses.values()
+                    for grant in entry.grants.values()]
+        return min(expiries) if expiries else None
+
+    def busiest(self, n: int) -> list[tuple[str, int, int]]:
+        """The ``n`` addresses with the most grants outstanding and holders waiting:
+        (address, outstanding, wanting holders)."""
+        rows = [(address, len(e.grants), len(e.wants)) for address, e in self._addresses.items()]
+        rows.sort(key=lambda row: (-row[1] - row[2], row[0]))
+        return rows[:n]

@@ -1,0 +1,186 @@
+"""The address stock: a worker's side of address politeness, its grants and waiting leases.
+
+A worker's lease for a host at an IP address may start only with a grant of
+that address's owner (hive/core/addressledger.py). The stock keeps, per
+address: the leases waiting for a grant (in the order they came), the grants
+in hand and not yet used, how many are in use (their fetch running), and what
+to tell the owner next: the grants to give back and how many it wants to hold
+(``want``: in use plus waiting, at most the address's concurrency). A grant
+in hand is usable from its ``not_before`` to its ``start_by`` (the holder's
+clock: the owner sends durations); one past its ``start_by`` is given back
+unused, and a lease that could not start in time (``spoiled``) waits again at
+the head of its queue. An ask goes out when an address's want or returns
+changed, and again every ``resend`` seconds while leases wait with nothing in
+hand (wants are absolute, so a repeated ask is harmless; a lost one only
+delays). A fetch's end gives its grant back and asks for the next in the same
+ask, so an address with more leases waiting has its next grant coming while
+the last fetch's host waits out its own delay.
+
+Pure: every method takes ``now``; memory is bounded by the leases waiting and
+the grants held (an address with neither is forgotten).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+Job = TypeVar("Job")
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A grant in a holder's hand."""
+
+    owner: int
+    owner_epoch: int
+    address: str
+    grant_id: int
+    not_before: float
+    start_by: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What a holder tells one address's owner: grants given back, and its want."""
+
+    owner: int
+    address: str
+    want: int
+    owner_epoch: int
+    returned: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class _Address(Generic[Job]):
+    owner: int
+    waiting: deque[Job] = field(default_factory=deque)
+    hand: list[Slot] = field(default_factory=list)
+    in_use: int = 0
+    returned: list[int] = field(default_factory=list)
+    owner_epoch: int = 0
+    asked: float = float("-inf")
+    sent_want: int = 0
+
+
+class AddressStock(Generic[Job]):
+    """One worker's grants and the leases waiting for them (see the module docstring)."""
+
+    def __init__(self, *, concurrency: int, resend: float) -> None:
+        self.concurrency = concurrency
+        self.resend = resend
+        self._addresses: dict[str, _Address[Job]] = {}
+        self._changed: set[str] = set()
+        self.counts: dict[str, int] = {
+            "address/waited": 0, "address/unused": 0, "address/spoiled": 0,
+            "address/stale_grants": 0,
+        }
+
+    def waiting(self) -> dict[str, int]:
+        """Leases waiting for a grant, by address (those that have any)."""
+        return {a: len(e.waiting) for a, e in self._addresses.items() if e.waiting}
+
+    def held(self, address: str) -> int:
+        entry = self._addresses.get(address)
+        return len(entry.hand) + entry.in_use if entry is not None else 0
+
+    def wait(self, address: str, owner: int, job: Job, now: float, *, first: bool = False) -> None:
+        """Queue a lease for a grant at ``address`` (``first``: at the head, a spoiled one)."""
+        entry = self._addresses.get(address)
+        if entry is None:
+            entry = self._addresses[address] = _Address(owner)
+        if first:
+            entry.waiting.appendleft(job)
+        else:
+            entry.waiting.append(job)
+        self.counts["address/waited"] += 1
+        self._changed.add(address)
+
+    def granted(self, owner: int, owner_epoch: int, address: str, grant_id: int, wait: float,
+                hold: float, now: float) -> None:
+        """A grant arrived. One for an address nobody waits at any more is given back."""
+        entry = self._addresses.get(address)
+        if entry is None:
+            entry = self._addresses[address] = _Address(owner)
+        if owner_epoch != entry.owner_epoch:
+            entry.owner_epoch = owner_epoch
+            entry.returned.clear()  # the owner's earlier life forgot those grants
+        start = now + max(wait, 0.0)
+        entry.hand.append(Slot(owner, owner_epoch, address, grant_id, start, start + hold))
+        self._changed.add(address)
+
+    def take(self, now: float) -> list[tuple[Job, Slot]]:
+        """The waiting leases that may start now, each with its grant; grants past their
+        start time are given back."""
+        out: list[tuple[Job, Slot]] = []
+        for address in list(self._changed):
+            entry = self._addresses[address]
+            keep: list[Slot] = []
+            for slot in entry.hand:
+                if now > slot.start_by:
+                    self._give_back(entry, slot)
+                    self.counts["address/unused"] += 1
+                elif entry.waiting and slot.not_before <= now:
+                    out.append((entry.waiting.popleft(), slot))
+                    entry.in_use += 1
+                else:
+                    keep.append(slot)
+            entry.hand = keep
+        return out
+
+    def _give_back(self, entry: _Address[Job], slot: Slot) -> None:
+        if slot.owner_epoch == entry.owner_epoch:
+            entry.returned.append(slot.grant_id)
+
+    def done(self, slot: Slot, now: float) -> None:
+        """A fetch started with ``slot`` ended: its grant goes back."""
+        entry = self._addresses.get(slot.address)
+        if entry is None:
+            return
+        entry.in_use = max(entry.in_use - 1, 0)
+        self._give_back(entry, slot)
+        self._changed.add(slot.address)
+
+    def spoiled(self, job: Job, slot: Slot, now: float) -> None:
+        """A lease that could not start before its grant's ``start_by``: the grant goes back,
+        the lease waits again first in line."""
+        self.counts["address/spoiled"] += 1
+        self.done(slot, now)
+        entry = self._addresses[slot.address]
+        entry.waiting.appendleft(job)
+
+    def asks(self, now: float) -> list[Ask]:
+        """What to tell the owners now: for each address whose want or returns changed (or
+        whose leases still wait with nothing in hand after ``resend``)."""
+        out: list[Ask] = []
+        for address in list(self._changed):
+            entry = self._addresses[address]
+            want = min(self.concurrency, entry.in_use + len(entry.waiting))
+            due = (entry.returned or want != entry.sent_want
+                   or (want > self.held(address) and now >= entry.asked + self.resend))
+            if due and (want or entry.returned or entry.sent_want):
+                out.append(Ask(entry.owner, address, want, entry.owner_epoch,
+                               tuple(entry.returned)))
+                entry.returned = []
+                entry.sent_want, entry.asked = want, now
+            if not entry.waiting and not entry.hand and not entry.in_use:
+                del self._addresses[address]
+                self._changed.discard(address)
+            elif not entry.hand and not entry.waiting:
+                self._changed.discard(address)
+        return out
+
+    def next_due(self, now: float) -> float | None:
+        """When ``take`` or ``asks`` may next have something to do."""
+        due: float | None = None
+        for address in self._changed:
+            entry = self._addresses[address]
+            times = [slot.not_before if slot.not_before > now else slot.start_by
+                     for slot in entry.hand]
+            if entry.waiting and not entry.hand:
+                times.append(entry.asked + self.resend)
+            if times:
+                first = min(times)
+                due = first if due is None else min(due, first)
+        return due
