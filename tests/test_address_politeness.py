@@ -78,7 +78,14 @@ def check_addresses(web: WebProcess) -> None:
 def test_four_workers_keep_every_address_within_its_limits(tmp_path: Path,
                                                            web: WebProcess) -> None:
     hive = hive_for(tmp_path, web)
-    finish(hive.start(4), timeout=180)
+    process = hive.start(4)
+
+    def held_back() -> bool:
+        shown = hive.run("status", "--hosts", "5")
+        return f"held back by their address {SHARED}:" in shown.stdout
+
+    wait_for(held_back, timeout=60, interval=0.5)
+    finish(process, timeout=180)
     check_crawl(web, data=hive.data)
     check_addresses(web)
 

@@ -175,6 +175,10 @@ class Addresses:
                 self.stock.granted(message.sender, message.epoch, grant.address,
                                    grant.grant_id, grant.wait, grant.hold, now)
 
+    def waiting_hosts(self) -> dict[int, str]:
+        """The hosts (by hash) whose lease waits for a grant, and at which address."""
+        return {pending[0].host_hash: address for address, pending in self.stock.waiting_jobs()}
+
     def finished(self, lease: Lease, now: float) -> None:
         """A lease's fetch ended: its grant goes back."""
         slot = self._slots.pop(lease.host_hash, None)

@@ -18,7 +18,8 @@ numbers, so the host is in the key, as ``refusals/<reason>/<host>`` does):
   and ``hosts/unseen``;
 - for each of its top N hosts by pending (and the slowest, if not among them)
   ``hosts/<field>/<host key>`` for the fields of FIELDS, ``state`` as an index
-  into STATES.
+  into STATES (``address``: leased, its lease waiting for a start slot at its IP
+  address, hive/procs/addresses.py, which reports ``address/waiting/<address>``).
 
 Its cost per refresh is bounded by ``frontier.max_bound_hosts`` + PARKED_SCAN
 hosts and N (``hive.status_hosts``, at most 100) keys per field, never by the
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hive.procs.statustext import drain_note, duration
@@ -48,7 +49,10 @@ REFRESH = 2.0
 COST_FACTOR = 100
 PARKED_SCAN = 1000
 PREFIX = "hosts/"
-STATES = ("parked", "waiting", "ready", "leased")
+STATES = ("parked", "waiting", "ready", "leased", "address")
+ADDRESS_PREFIX = "address/waiting/"
+# Addresses holding hosts back that ``hive status --hosts`` names, the most held first.
+ADDRESS_LINES = 5
 FIELDS = ("pending", "state", "next", "delay", "backoff", "failures", "robots_until",
           "robots_tries", "drain")
 
@@ -61,6 +65,8 @@ class HostView:
         self.top = top
         self._next = 0.0
         self._last: dict[str, float] = {}
+        self.on_address: Callable[[], Mapping[int, str]] | None = None
+        self._on_address: Mapping[int, str] = {}
 
     def stats(self, now: float) -> dict[str, float]:
         if self.top and now >= self._next:
@@ -75,6 +81,7 @@ class HostView:
         hosts: list[tuple[int, HostState]] = [
             (hh, host) for hh, host in back.bound.items() if not host.blocked
         ]
+        self._on_address = self.on_address() if self.on_address is not None else {}
         parked = back.parked_count()
         scanned = 0
         for hh in back.parked_hosts(PARKED_SCAN):
@@ -106,7 +113,9 @@ class HostView:
     def _describe(self, hh: int, host: HostState, drained: float, now: float,
                   out: dict[str, float]) -> None:
         frontier = self.frontier
-        if hh in frontier.leased:
+        if hh in self._on_address:
+            state = "address"
+        elif hh in frontier.leased:
             state = "leased"
         elif hh not in frontier.back.bound:
             state = "parked"
@@ -172,7 +181,22 @@ def summary(reports: Mapping[int, Mapping[str, object]], now: float) -> dict[str
             forecast = {"seconds": seconds, "worker": worker,
                         "host": slowest["host"] if slowest else None}
     rows.sort(key=lambda row: (-row["pending"], row["host"]))
-    return {"top": rows, "forecast": forecast, "front": int(front), "unseen": int(unseen)}
+    return {"top": rows, "forecast": forecast, "front": int(front), "unseen": int(unseen),
+            "addresses": addresses_waited_on(reports)}
+
+
+def addresses_waited_on(reports: Mapping[int, Mapping[str, object]]) -> list[dict[str, Any]]:
+    """The IP addresses holding hosts back, over all workers, the most hosts first:
+    ``address``, ``hosts`` waiting on it, ``workers`` they wait at."""
+    merged: dict[str, dict[str, Any]] = {}
+    for worker, stats in reports.items():
+        for key, value in stats.items():
+            if key.startswith(ADDRESS_PREFIX) and isinstance(value, int | float) and value:
+                address = key[len(ADDRESS_PREFIX):]
+                row = merged.setdefault(address, {"address": address, "hosts": 0, "workers": []})
+                row["hosts"] += int(value)
+                row["workers"].append(worker)
+    return sorted(merged.values(), key=lambda row: (-row["hosts"], row["address"]))
 
 
 def _clock(epoch: float, now: float) -> str:
@@ -209,6 +233,10 @@ def format_hosts(hosts: Mapping[str, Any], count: int, now: float) -> str:
     note = drain_note(hosts)
     if note:
         lines.append(note)
+    for row in hosts.get("addresses", [])[:ADDRESS_LINES]:
+        workers = ",".join(str(w) for w in sorted(row["workers"]))
+        lines.append(f"held back by their address {row['address']}: {row['hosts']} hosts "
+                     f"(workers {workers}; politeness.ip_concurrency, ip_min_delay)")
     if hosts.get("front") or hosts.get("unseen"):
         lines.append(f"not counted: {hosts.get('front', 0)} URLs in the front queues (no host "
                      f"yet), {hosts.get('unseen', 0)} parked hosts beyond the first "

@@ -15,7 +15,10 @@ bytes the cookie jars hold, optional outputs' failures by sink, the scorer's pag
 result and the links that raised queued URLs (hive.frontier.evidence), the fetch-duration histogram
 (hive/procs/fetchtimes.py), the politeness wait (until its first waiting host
 may go), robots.txt and DNS cache hits and misses, outbox depth, the drain
-forecast (hive/procs/hoststatus.py) and the time of the last report. Per
+forecast (hive/procs/hoststatus.py) and the time of the last report; address
+politeness (hive/procs/addresses.py): hosts waiting for a grant at their IP
+address, in all and by address (label ``address``: the ones with the most
+waiting), and the grants the worker gave as an address's owner. Per
 process (label ``process``: ``supervisor``, ``splitter``, ``worker-N``):
 restarts, resident memory, CPU seconds. A worker's counters that live in its
 store (pages, outcomes, refusals, admitted) survive its restarts; those of its
@@ -66,6 +69,8 @@ COUNTERS: tuple[Row, ...] = (
      "robots/misses"),
     ("hive_priority_evidence", "Links that added to a queued URL's in-link evidence.",
      "priority/evidence"),
+    ("hive_address_grants", "Start slots granted at the IP addresses the worker owns.",
+     "address/granted"),
 )
 # Stats keys read as gauges per worker.
 GAUGES: tuple[Row, ...] = (
@@ -75,7 +80,10 @@ GAUGES: tuple[Row, ...] = (
      "outbox/size"),
     ("hive_cookie_bytes", "Memory the cookie jars account for, in bytes (fetch.cookie_jar_mb).",
      "cookies/bytes"),
+    ("hive_hosts_waiting_on_address", "Hosts whose turn came, waiting for a start slot at "
+     "their IP address (politeness.ip_concurrency, ip_min_delay).", "address/waiting_hosts"),
 )
+ADDRESS_PREFIX = "address/waiting/"
 # Counters with a second label read from the end of their key: (name, help, label, prefix).
 LABELLED = (
     ("hive_outcomes", "URLs ended, by outcome.", "kind", "frontier/done/"),
@@ -171,6 +179,9 @@ class HiveCollector:
                                  "When the worker sent its last report.", labels=["worker"])
         sinks = CounterMetricFamily("hive_sink_failures", "Exchanges an optional output "
                                     "failed to take, by sink.", labels=["worker", "sink"])
+        addresses = GaugeMetricFamily(
+            "hive_address_waiting_hosts", "Hosts waiting for a start slot, by IP address (the "
+            "addresses with the most).", labels=["worker", "address"])
         durations = HistogramMetricFamily(
             "hive_fetch_duration_seconds", "Seconds from lease to the end of the response, "
             "for outcomes that reached the host.", labels=["worker"])
@@ -188,6 +199,10 @@ class HiveCollector:
             forecast, at = _number(stats.get("hosts/drain")), _number(stats.get("hosts/time"))
             if forecast is not None and at is not None:
                 drain.add_metric([label], max(forecast - max(now - at, 0.0), 0.0))
+            for key, value in stats.items():
+                number = _number(value)
+                if key.startswith(ADDRESS_PREFIX) and number is not None:
+                    addresses.add_metric([label, key[len(ADDRESS_PREFIX):]], number)
             for sink, count in failures(stats).items():
                 sinks.add_metric([label, sink], count)
             reported = _number(stats.get("hive/time"))
@@ -197,7 +212,7 @@ class HiveCollector:
             total = _number(stats.get(SUM_KEY))
             if total is not None and all(n is not None for _, n in buckets):
                 durations.add_metric([label], [(b, n or 0.0) for b, n in buckets], total)
-        yield from (hosts, robots, wait, drain, sinks, seen, durations)
+        yield from (hosts, robots, wait, drain, sinks, seen, addresses, durations)
 
     def _processes(self, snapshot: Snapshot) -> Iterator[Metric]:
         restarts = CounterMetricFamily("hive_process_restarts", "Times the supervisor "

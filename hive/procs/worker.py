@@ -188,6 +188,7 @@ class Worker:
                 cfg, self.frontier.store, worker_id=worker_id, ring=ring,
                 resolved=self.pipeline.resolved, lookup=self._jobs.put, now=time.time())
             self.frontier.commit(time.time())  # its ledger's marker, before any grant
+            self.host_view.on_address = self.addresses.waiting_hosts
         self._resolved: queue.SimpleQueue[tuple[str, Resolution]] = queue.SimpleQueue()
         self._spoiled: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self.wake_fd, self._wake_w = os.pipe()

@@ -127,4 +127,24 @@ def test_summary_merges_workers_and_ages_the_forecast(opener: Callable[..., Open
     assert lines[0].split()[:3] == ["host", "worker", "pending"]
     assert lines[1].split()[:4] == ["a.test", "0", "5", "waiting"]
     assert len(lines) == 3 and lines[2].startswith("drain ≥ ") and "b.test, worker 1" in lines[2]
-    assert summary({0: {}}, now) == {"top": [], "forecast": None, "front": 0, "unseen": 0}
+    assert summary({0: {}}, now) == {"top": [], "forecast": None, "front": 0, "unseen": 0,
+                                     "addresses": []}
+
+
+def test_hosts_waiting_on_their_address_are_shown_with_the_address(
+        opener: Callable[..., Opener]) -> None:
+    frontier = frontier_with(opener, {"a.test": 5, "b.test": 2})
+    leased = frontier.pop_ready(0.0).lease
+    assert leased is not None
+    view = HostView(frontier, 5)
+    view.on_address = lambda: {leased.host_hash: "192.0.2.7"}
+    reports = {0: {**frontier.stats(), **view.stats(1.0), "address/waiting/192.0.2.7": 1},
+               2: {"address/waiting/192.0.2.7": 3, "address/waiting/192.0.2.8": 1}}
+    merged = summary(reports, 1.0)
+    assert merged["addresses"] == [
+        {"address": "192.0.2.7", "hosts": 4, "workers": [0, 2]},
+        {"address": "192.0.2.8", "hosts": 1, "workers": [2]}]
+    states = {row["host"]: row["state"] for row in merged["top"]}
+    assert states[leased.record.host_key] == "address"
+    text = format_hosts(merged, 5, 1.0)
+    assert "held back by their address 192.0.2.7: 4 hosts (workers 0,2;" in text

@@ -55,6 +55,8 @@ def a_report(now: float) -> dict[str, float]:
         "cookies/refused/too_large": 49, "cookies/dropped/header_bytes": 3,
         "cookies/bytes": 9000, "priority/evidence": 40, "priority/moved/back": 7,
         "priority/scorer/scored": 11, "priority/scorer/timeout": 2,
+        "address/waiting_hosts": 5, "address/waiting/192.0.2.7": 4,
+        "address/waiting/192.0.2.9": 1, "address/granted": 30,
     }
 
 
@@ -87,6 +89,9 @@ def test_a_snapshot_is_exposed_with_prometheus_names(server: MetricsServer) -> N
     assert got[("hive_priority_moves_total", (("queue", "back"), ("worker", "0")))] == 7
     assert got[("hive_scorer_pages_total", (("result", "timeout"), ("worker", "0")))] == 2
     assert got[("hive_supervisor_outbox_batches", ())] == 4
+    assert got[("hive_hosts_waiting_on_address", w0)] == 5
+    assert got[("hive_address_waiting_hosts", (("address", "192.0.2.7"), ("worker", "0")))] == 4
+    assert got[("hive_address_grants_total", w0)] == 30
     assert 0 < got[("hive_politeness_wait_seconds", w0)] <= 30
     assert 0 < got[("hive_drain_forecast_seconds", w0)] <= 120
     assert got[("hive_fetch_duration_seconds_bucket", (("le", "0.025"), ("worker", "0")))] == 1
