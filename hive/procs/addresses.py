@@ -62,9 +62,11 @@ Pending = tuple[Lease, RobotsRules | None]
 class Addresses:
     """A worker's address politeness (see the module docstring)."""
 
-    def __init__(self, cfg: Config, store: Store, *, worker_id: int, ring: Ring | None,
+    def __init__(self, cfg: Config, store: Store, worker_id: int, ring: Ring | None,
                  resolved: Callable[[str, float], Resolution | None],
                  lookup: Callable[[str], None], now: float) -> None:
+        """``resolved``: a host's addresses if the DNS cache knows them; ``lookup``: have a
+        host looked up off the frontier thread (answered by ``looked_up``)."""
         politeness = cfg.politeness
         self.resolved = resolved
         self.lookup = lookup

@@ -184,9 +184,8 @@ class Worker:
         self._jobs: queue.SimpleQueue[Job | str | None] = queue.SimpleQueue()
         self.addresses: Addresses | None = None
         if cfg.politeness.ip_concurrency:
-            self.addresses = Addresses(
-                cfg, self.frontier.store, worker_id=worker_id, ring=ring,
-                resolved=self.pipeline.resolved, lookup=self._jobs.put, now=time.time())
+            self.addresses = Addresses(cfg, self.frontier.store, worker_id, ring,
+                                       self.pipeline.resolved, self._jobs.put, time.time())
             self.frontier.commit(time.time())  # its ledger's marker, before any grant
             self.host_view.on_address = self.addresses.waiting_hosts
         self._resolved: queue.SimpleQueue[tuple[str, Resolution]] = queue.SimpleQueue()
