@@ -28,6 +28,7 @@ from hive import __version__
 from hive import config as config_mod
 from hive.config import Config
 from hive.errors import ConfigError, ControlError, HiveError
+from hive.netspec import resolve_entries
 from hive.procs.lifecycle import ExitCode, describe
 from hive.procs.statustext import drain_note, stopping_note, waiting_note
 from hive.storage.datadir import DataDir
@@ -97,7 +98,7 @@ def _network(cfg: Config, resolve: tuple[str, ...], allow_private: bool,
                                  param_hint="--allow-private")
     try:
         return cfg.replace(dns={
-            "resolve": [*cfg.dns.resolve, *resolve],
+            "resolve": [*cfg.dns.resolve, *resolve_entries(resolve)],
             "allow_private": cfg.dns.allow_private or allow_private,
             "allow_nets": [*cfg.dns.allow_nets, *allow_net],
         })
@@ -262,7 +263,7 @@ exited with.
               help="A file of URLs, one a line (- for stdin).")
 @DATA
 @click.option("--resolve", multiple=True, metavar="HOST=IP",
-              help="Like curl's: *.example.test=127.0.0.1.")
+              help="Like curl's: *.example.test=127.0.0.1; @FILE reads one a line.")
 @click.option("--allow-private", is_flag=True,
               help="Allow private, loopback and link-local addresses.")
 @click.option("--allow-net", multiple=True, metavar="CIDR", help="Allow one non-global network.")
@@ -881,6 +882,7 @@ def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
           data_dir: Path, kept: bool) -> ExitCode:
     from hive.procs.seeds import screen
     from hive.testweb import Web, WebProcess, as_received, politeness_violations, received
+    from hive.testweb.requestlog import busiest_second
 
     web = Web(seed=1, hosts=hosts, pages=pages, hostile=False)
     with WebProcess(web, DataDir(data_dir).web_requests, host="127.0.0.2") as server:
@@ -904,6 +906,11 @@ def _demo(cfg: Config, procs: int, hosts: int, pages: int, delay: float,
     fetched = supervisor.totals()["frontier/done/ok"]
     click.echo(f"fetched {fetched:.0f} pages in {elapsed:.1f}s ({fetched / elapsed:.1f} pages/s); "
                f"{len(requests)} requests at the server, {len(violations)} politeness violations")
+    if requests:  # every host of the demo's web is at one address: a shared server
+        click.echo(f"at most {max(busiest_second(requests).values())} requests started within "
+                   f"one second at 127.0.0.2, the address all {hosts} hosts share "
+                   f"(politeness.ip_concurrency {run_cfg.politeness.ip_concurrency}, "
+                   f"ip_min_delay {run_cfg.politeness.ip_min_delay:g}s)")
     if kept:
         dd = DataDir(data_dir)
         click.echo(f"WARC files: {dd.warc}; crawl log: {dd.logs}")

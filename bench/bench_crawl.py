@@ -382,8 +382,9 @@ def hive_command(args: argparse.Namespace, workload: Workload, procs: int, work:
     crawl_delay = CRAWL_DELAY_FACTOR * workload.delay
     write_config({
         "dns": {"resolve": [server.resolve], "allow_nets": [f"{ADDRESS}/32"]},
+        # every host shares one address: the address limits off (bench_addresses.py)
         "politeness": {"min_delay": workload.delay, "max_delay": workload.delay,
-                       "crawl_delay_cap": max(crawl_delay, 1.0)},
+                       "crawl_delay_cap": max(crawl_delay, 1.0), "ip_concurrency": 0},
         "robots": {"retry_delay": 0.5, "tries": 2},
         "fetch": {"threads": args.threads},
     }, work / "hive.toml")

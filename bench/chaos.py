@@ -182,8 +182,9 @@ class Crawl:
         self.params = params
         settings: dict[str, dict[str, Any]] = {
             "dns": {"resolve": [server.resolve], "allow_nets": [f"{ADDRESS}/32"]},
+            # every host shares one address: the address limits off (bench_addresses.py)
             "politeness": {"min_delay": params.delay, "max_delay": params.delay,
-                           "crawl_delay_cap": params.crawl_delay},
+                           "crawl_delay_cap": params.crawl_delay, "ip_concurrency": 0},
             "robots": {"retry_delay": 0.2, "tries": 2},
             "fetch": {"threads": params.threads},
         }

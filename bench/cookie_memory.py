@@ -145,7 +145,8 @@ def run(case: str, hive: Path, work: Path, timeout: float) -> tuple[Samples, int
         fetch["cookie_jar_mb"] = jar_mb
     sections: dict[str, dict[str, object]] = {
         "dns": {"resolve": [f"*.{web.domain}={ADDRESS}"], "allow_nets": [f"{ADDRESS}/32"]},
-        "politeness": {"min_delay": DELAY, "max_delay": DELAY},
+        # every host shares one address: the address limits off (bench_addresses.py)
+        "politeness": {"min_delay": DELAY, "max_delay": DELAY, "ip_concurrency": 0},
         "fetch": fetch,
         "hive": {"metrics_port": metrics_port, "stats_interval": 0.1},
     }

@@ -311,7 +311,9 @@ def run(plan: Plan, work: Path) -> Result:
         sections: dict[str, dict[str, Any]] = {
             "dns": {"resolve": [normal.resolve, f"*.{DOMAIN}={ADDRESS}"],
                     "allow_nets": [f"{ADDRESS}/32"]},
+            # every host shares one address: the address limits off (bench_addresses.py)
             "politeness": {"min_delay": DELAY, "max_delay": DELAY, "crawl_delay_cap": 1.0,
+                           "ip_concurrency": 0,
                            "backoff_base": 0.5, "backoff_max": 2.0, "retry_after_cap": 2.0},
             "robots": {"retry_delay": 0.5, "tries": 2},
             "fetch": {"threads": plan.threads, "total_timeout": 10.0, "read_timeout": 5.0},

@@ -38,7 +38,7 @@ def crawl(work: Path, args: argparse.Namespace) -> list[Request]:
             cfg = config.load(environ={}).replace(
                 dns={"resolve": [server.resolve], "allow_nets": [f"{ADDRESS}/32"]},
                 politeness={"min_delay": args.delay, "max_delay": args.delay,
-                            "delay_factor": 0.0},
+                            "delay_factor": 0.0, "ip_concurrency": 0},
                 fetch={"threads": 8, "connect_timeout": 1.0, "read_timeout": 1.0,
                        "total_timeout": 2.0},
                 frontier={"max_urls_per_host": 10_000}, warc={"enabled": False},

@@ -274,7 +274,9 @@ def crawl(args: argparse.Namespace, work: Path, server: WebProcess,
     (work / "seeds.txt").write_text("\n".join(server.seeds()) + "\n")
     write_config({
         "dns": {"resolve": [server.resolve], "allow_nets": [f"{ADDRESS}/32"]},
-        "politeness": {"min_delay": delay, "max_delay": delay, "crawl_delay_cap": delay},
+        # every host shares one address: the address limits off (bench_addresses.py)
+        "politeness": {"min_delay": delay, "max_delay": delay, "crawl_delay_cap": delay,
+                       "ip_concurrency": 0},
         "robots": {"retry_delay": 1.0, "tries": 3},
     }, work / "hive.toml")
     hive = [sys.executable, "-m", "cli", "--config", str(work / "hive.toml"),

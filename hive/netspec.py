@@ -1,5 +1,7 @@
 """The network values a configuration names, parsed where they enter: ``--resolve``
-entries (``dns.resolve``: ``HOST=IP[,IP]``, ``*.`` for every name under a domain),
+entries (``dns.resolve``: ``HOST=IP[,IP]``, ``*.`` for every name under a domain;
+``--resolve @FILE`` reads them from a file, one a line: many names to many
+addresses),
 networks (``dns.allow_nets``, ``fetch.proxy_allow_nets``) and the proxy
 (``fetch.proxy``, ``fetch.no_proxy``). ``hive.config`` validates with these parsers
 and the fetcher (``fetch.dns``, ``fetch.client``) reads with them, so a value the
@@ -28,8 +30,10 @@ from __future__ import annotations
 import base64
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from hive.errors import ConfigError
@@ -71,6 +75,32 @@ def parse_override(entry: str) -> tuple[str, tuple[str, ...]]:
             raise ConfigError(f"dns.resolve: bad address {text.strip()!r} in {entry!r}")
         addresses.append(str(ip))
     return name, tuple(addresses)
+
+
+def resolve_entries(entries: Iterable[str]) -> list[str]:
+    """``--resolve`` entries with each ``@FILE`` replaced by the file's entries (one
+    ``HOST=IP[,IP]`` a line; blank lines and ``#`` comments skipped), each checked: a
+    bad one is a ConfigError naming its file and line."""
+    out: list[str] = []
+    for entry in entries:
+        if not entry.startswith("@"):
+            out.append(entry)
+            continue
+        path = Path(entry[1:])
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"dns.resolve: cannot read {path}: {exc}") from exc
+        for number, line in enumerate(lines, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            try:
+                parse_override(text)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}:{number}: {exc}") from exc
+            out.append(text)
+    return out
 
 
 def networks(key: str, specs: list[str]) -> list[Network]:

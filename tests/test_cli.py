@@ -90,6 +90,7 @@ def seeds(tmp_path: Path) -> Path:
     (["start", "--resolve", "foo"], "dns.resolve: expected HOST=IP, got 'foo'"),
     (["start", "--resolve", "*.web.test=300.1.1.1"], "dns.resolve: bad address '300.1.1.1'"),
     (["start", "--allow-net", "10.0.0.0/33"], "dns.allow_nets: bad network '10.0.0.0/33'"),
+    (["start", "--resolve", "@/no/such/names"], "dns.resolve: cannot read /no/such/names"),
     (["-s", "frontier.prioritizer=nosuch:rank", "start"], "frontier.prioritizer: cannot load"),
     (["start", "--dedup-from", "/no/such.cdxj"], "'/no/such.cdxj' does not exist"),
     (["-s", "warc.dedup_from=/no/such.cdxj", "start"], "warc.dedup_from: no such file"),

@@ -5,12 +5,15 @@ grants used in their window, given back), and their messages on the wire."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from hive.core import wire
 from hive.core.addressledger import AddressLedger, Granted
 from hive.core.addressstock import AddressStock
+from hive.errors import ConfigError
+from hive.netspec import resolve_entries
 
 A = "192.0.2.1"
 B = "192.0.2.2"
@@ -246,3 +249,17 @@ def test_a_malformed_grant_is_a_wire_error(body: bytes) -> None:
     with pytest.raises(wire.WireError):
         wire.decode([wire.KIND_ADDRGRANT, b"\0\1" + b"\0" * 8, body])
 
+
+
+def test_resolve_entries_read_a_file_of_many_names_to_many_addresses(tmp_path: Path) -> None:
+    names = tmp_path / "names.txt"
+    names.write_text("# a shared server\na.test=192.0.2.1\n\nb.test = 192.0.2.1 # too\n"
+                     "*.c.test=192.0.2.2,2001:db8::1\n")
+    assert resolve_entries(["x.test=192.0.2.9", f"@{names}"]) == [
+        "x.test=192.0.2.9", "a.test=192.0.2.1", "b.test = 192.0.2.1",
+        "*.c.test=192.0.2.2,2001:db8::1"]
+    names.write_text("a.test=192.0.2.1\nb.test=999.0.0.1\n")
+    with pytest.raises(ConfigError, match=r"names.txt:2: dns.resolve: bad address '999.0.0.1'"):
+        resolve_entries([f"@{names}"])
+    with pytest.raises(ConfigError, match="cannot read"):
+        resolve_entries([f"@{tmp_path / 'missing'}"])
