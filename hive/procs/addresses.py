@@ -33,6 +33,8 @@ a life that did not close grants nothing for one grant's life.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import time
 from collections.abc import Callable
 
@@ -72,6 +74,9 @@ class Addresses:
         self.lookup = lookup
         self._resolving: dict[str, list[Pending]] = {}  # hosts looked up, their leases
         self._slots: dict[int, Slot] = {}  # a started lease's grant, by its host hash
+        # From the fetch threads: hosts looked up, and leases too late for their grant.
+        self.looked: queue.SimpleQueue[tuple[str, Resolution]] = queue.SimpleQueue()
+        self.late: queue.SimpleQueue[Pending] = queue.SimpleQueue()
         self.worker_id = worker_id
         self.ring = ring
         self.epoch = time.time_ns()
@@ -109,6 +114,22 @@ class Addresses:
             self.lookup(host)
         waiting.append(pending)
         return False
+
+    def news(self, now: float) -> tuple[list[Pending], int]:
+        """What the fetch threads sent back: the leases that go at once (their host looked up
+        has no address), and how many leases came back too late for their grant (each waits
+        again, first in line)."""
+        go: list[Pending] = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                host, resolution = self.looked.get_nowait()
+                go += self.looked_up(host, resolution, now)
+        late = 0
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.spoiled(self.late.get_nowait(), now)
+                late += 1
+        return go, late
 
     def looked_up(self, host: str, resolution: Resolution, now: float) -> list[Pending]:
         """A host looked up for its waiting leases: those that go at once (no address)."""

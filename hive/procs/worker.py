@@ -51,7 +51,7 @@ from hive.core.ring import Ring
 from hive.core.urls import host_key
 from hive.errors import StoreError, URLError
 from hive.fetch.crawllog import CrawlLog
-from hive.fetch.dns import Resolution, Resolver
+from hive.fetch.dns import Resolver
 from hive.fetch.fetched import Fetched, Verdict
 from hive.fetch.gate import FrontierGate
 from hive.fetch.pipeline import Pipeline
@@ -188,8 +188,6 @@ class Worker:
                                        self.pipeline.resolved, self._jobs.put, time.time())
             self.frontier.commit(time.time())  # its ledger's marker, before any grant
             self.host_view.on_address = self.addresses.waiting_hosts
-        self._resolved: queue.SimpleQueue[tuple[str, Resolution]] = queue.SimpleQueue()
-        self._spoiled: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self.wake_fd, self._wake_w = os.pipe()
         os.set_blocking(self.wake_fd, False)
         os.set_blocking(self._wake_w, False)
@@ -261,8 +259,10 @@ class Worker:
         if self.plan is not None and not self.plan.done:
             self.plan.step(self.frontier, self._owns, now)
         dispatch: list[Job] = []
-        if self.addresses is not None:
-            self._address_news(now, dispatch)
+        if self.addresses is not None:  # hosts looked up, leases late for their grant
+            go, late = self.addresses.news(now)
+            dispatch += [(*pending, None) for pending in go]
+            self.in_flight -= late
         wake_at: float | None = None
         while not self.stopping and not seeding \
                 and self.in_flight + len(dispatch) < self.max_leases and self.may_lease():
@@ -307,20 +307,6 @@ class Worker:
         if due is not None:  # a grant's time, or an ask to send again
             wait = max(0.0, min(due - now, wait))
         return min(wait, TURN_INTERVAL) if self.in_flight else wait
-
-    def _address_news(self, now: float, dispatch: list[Job]) -> None:
-        """Hosts looked up for waiting leases, and leases that missed their grant's start."""
-        assert self.addresses is not None
-        with contextlib.suppress(queue.Empty):
-            while True:
-                host, resolution = self._resolved.get_nowait()
-                for pending in self.addresses.looked_up(host, resolution, now):
-                    dispatch.append((*pending, None))
-        with contextlib.suppress(queue.Empty):
-            while True:
-                lease, stale, _ = self._spoiled.get_nowait()
-                self.in_flight -= 1
-                self.addresses.spoiled((lease, stale), now)
 
     def _apply_results(self, now: float) -> None:
         while True:
@@ -577,13 +563,15 @@ class Worker:
             if self._closing.is_set():
                 continue  # queued after a close began: its URL stays pending in the store
             if isinstance(job, str):
-                self._resolved.put((job, self.pipeline.prefetch(job)))
+                assert self.addresses is not None
+                self.addresses.looked.put((job, self.pipeline.prefetch(job)))
                 self._wake()
                 continue
             lease, stale, slot = job
             started = time.time()
             if slot is not None and started > slot.start_by:
-                self._spoiled.put(job)  # too late for its grant: it waits for another
+                assert self.addresses is not None  # too late for its grant: wait for another
+                self.addresses.late.put((lease, stale))
                 self._wake()
                 continue
             try:
