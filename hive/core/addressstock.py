@@ -81,6 +81,10 @@ class AddressStock(Generic[Job]):
         """Leases waiting for a grant, by address (those that have any)."""
         return {a: len(e.waiting) for a, e in self._addresses.items() if e.waiting}
 
+    @property
+    def waiting_count(self) -> int:
+        return sum(len(entry.waiting) for entry in self._addresses.values())
+
     def waiting_jobs(self) -> list[tuple[str, Job]]:
         """Every lease waiting for a grant, with its address."""
         return [(a, job) for a, e in self._addresses.items() for job in e.waiting]

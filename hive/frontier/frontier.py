@@ -210,6 +210,10 @@ class Frontier:
         # it (one write a domain a commit, not one a fetch), as the bound hosts' records are.
         self._fetched: dict[str, int] = {}
         self._download_ema = 0.05
+        # Leased hosts held back outside the frontier (waiting for a start slot at their IP
+        # address, hive/procs/addresses.py): set by the worker, added to the target so that
+        # many hosts of one shared server cannot take every slot from the other servers.
+        self.held_back = 0
         self._target = self._compute_target()
         state = MetaState.load(self.store)
         self._seq: int = state.seq
@@ -504,9 +508,10 @@ class Frontier:
         return self._target
 
     def _compute_target(self) -> int:
-        return self.politeness.bound_hosts(
+        needed = self.politeness.bound_hosts(
             self.threads, self._download_ema, self.cfg.min_bound_hosts, self.cfg.max_bound_hosts
         )
+        return min(needed + self.held_back, self.cfg.max_bound_hosts)
 
     def _bind(
         self, hh: int, host: HostState, now: float, head: tuple[bytes, bytes] | None = None

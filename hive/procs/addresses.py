@@ -198,6 +198,10 @@ class Addresses:
                 self.stock.granted(message.sender, message.epoch, grant.address,
                                    grant.grant_id, grant.wait, grant.hold, now)
 
+    def waiting_count(self) -> int:
+        """Leases waiting for a grant or for their host's address."""
+        return self.stock.waiting_count + sum(map(len, self._resolving.values()))
+
     def waiting_hosts(self) -> dict[int, str]:
         """The hosts (by hash) whose lease waits for a grant, and at which address."""
         return {pending[0].host_hash: address for address, pending in self.stock.waiting_jobs()}

@@ -282,6 +282,7 @@ class Worker:
                 self._record(screened, now)
         if self.addresses is not None:
             dispatch += [(*pending, slot) for pending, slot in self.addresses.turn(now)]
+            self.frontier.held_back = self.addresses.waiting_count()
         self.frontier.commit(now)
         for job in dispatch:
             self.in_flight += 1

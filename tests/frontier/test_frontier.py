@@ -551,3 +551,23 @@ def test_a_host_state_keeps_its_sitemap_count_and_reads_one_from_before() -> Non
     state.sitemaps = 3
     assert HostState.decode(state.encode()).sitemaps == 3
     assert HostState.decode(old).sitemaps == 0 and len(old) < len(state.encode())
+
+
+def test_hosts_held_back_at_their_address_do_not_take_the_other_hosts_slots(
+        opener: Callable[..., Opener]) -> None:
+    """Leased hosts waiting for a start slot at a shared address (Frontier.held_back) are
+    added to the bound-host target, up to frontier.max_bound_hosts, so hosts at other
+    addresses are still bound and leased meanwhile."""
+    f = opener(politeness={"min_delay": 0.0, "delay_factor": 0.0},
+               fetch={"threads": 1},
+               frontier={"min_bound_hosts": 2, "max_bound_hosts": 5}).open()
+    f.admit([rec(f"http://h{i}.test/") for i in range(8)], 0.0)
+    assert f.target_bound() == 2
+    leased = [f.pop_ready(0.0).lease for _ in range(2)]
+    assert all(leased) and f.pop_ready(0.0).lease is None
+    f.held_back = 2  # both wait for their address
+    f.commit(0.0)
+    assert f.target_bound() == 4 and f.pop_ready(0.0).lease is not None
+    f.held_back = 100
+    f.commit(0.0)
+    assert f.target_bound() == 5
