@@ -93,7 +93,8 @@ class Addresses:
             self.ledger.quiet_until = now  # the last life closed with no grant out
         store.put("meta", META_ADDRESS_LEDGER, b"")
         self.stock: AddressStock[Pending] = AddressStock(
-            concurrency=politeness.ip_concurrency, resend=RESEND)
+            concurrency=politeness.ip_concurrency, resend=RESEND, me=worker_id,
+            reserve=politeness.ip_grant_hold)
         self.counts: dict[str, int] = {}
 
     def _count(self, name: str) -> None:

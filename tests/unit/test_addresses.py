@@ -263,3 +263,37 @@ def test_resolve_entries_read_a_file_of_many_names_to_many_addresses(tmp_path: P
         resolve_entries([f"@{names}"])
     with pytest.raises(ConfigError, match="cannot read"):
         resolve_entries([f"@{tmp_path / 'missing'}"])
+
+
+def test_a_remote_address_keeps_one_grant_in_reserve_after_a_fetch() -> None:
+    """At another worker's address, a fetch's end asks for a grant more than the leases
+    waiting, for ``reserve`` seconds: the host's next lease finds it in hand."""
+    st: AddressStock[str] = AddressStock(concurrency=2, resend=1.0, me=0, reserve=0.5)
+    st.wait(A, 3, "h1", 0.0)
+    st.asks(0.0)
+    st.granted(3, 9, A, 1, 0.0, 0.5, 0.0)
+    ((_, slot),) = st.take(0.0)
+    st.done(slot, 0.1)
+    (ask,) = st.asks(0.1)
+    assert ask.returned == (1,) and ask.want == 1  # the reserve
+    st.granted(3, 9, A, 2, 0.0, 0.5, 0.11)
+    st.wait(A, 3, "h1", 0.13)  # its next lease, after its delay
+    ((job, reserved),) = st.take(0.13)
+    assert job == "h1" and reserved.grant_id == 2
+    st.done(reserved, 0.15)
+    st.asks(0.15)
+    st.granted(3, 9, A, 3, 0.0, 0.5, 0.16)
+    assert st.take(0.7) == []  # nobody came: the reserve goes back, and no more is asked
+    (back,) = st.asks(0.7)
+    assert back.returned == (3,) and back.want == 0
+
+
+def test_an_own_address_keeps_no_reserve() -> None:
+    st: AddressStock[str] = AddressStock(concurrency=2, resend=1.0, me=3, reserve=0.5)
+    st.wait(A, 3, "h1", 0.0)
+    st.asks(0.0)
+    st.granted(3, 9, A, 1, 0.0, 0.5, 0.0)
+    ((_, slot),) = st.take(0.0)
+    st.done(slot, 0.1)
+    (ask,) = st.asks(0.1)
+    assert ask.want == 0
