@@ -116,6 +116,15 @@ class Addresses:
         waiting.append(pending)
         return False
 
+    def aside(self, job: str | tuple[Lease, RobotsRules | None, Slot | None],
+              lookup: Callable[[str], Resolution]) -> None:
+        """On a fetch thread: look a host up (``job`` a host name) or send back a lease
+        that reached the thread after its grant's ``start_by``; ``news`` takes them."""
+        if isinstance(job, str):
+            self.looked.put((job, lookup(job)))
+        else:
+            self.late.put((job[0], job[1]))
+
     def news(self, now: float) -> tuple[list[Pending], int]:
         """What the fetch threads sent back: the leases that go at once (their host looked up
         has no address), and how many leases came back too late for their grant (each waits

@@ -563,18 +563,13 @@ class Worker:
         while (job := self._jobs.get()) is not None:
             if self._closing.is_set():
                 continue  # queued after a close began: its URL stays pending in the store
-            if isinstance(job, str):
-                assert self.addresses is not None
-                self.addresses.looked.put((job, self.pipeline.prefetch(job)))
+            if isinstance(job, str) or (job[2] is not None and time.time() > job[2].start_by):
+                assert self.addresses is not None  # a host to look up, a lease late for its grant
+                self.addresses.aside(job, self.pipeline.prefetch)
                 self._wake()
                 continue
             lease, stale, slot = job
             started = time.time()
-            if slot is not None and started > slot.start_by:
-                assert self.addresses is not None  # too late for its grant: wait for another
-                self.addresses.late.put((lease, stale))
-                self._wake()
-                continue
             try:
                 fetched = self.pipeline.run(lease, stale, started,
                                             slot.address if slot is not None else None)
