@@ -280,7 +280,7 @@ class Worker:
                 self.frontier.robots_lost(lease, now)
             else:
                 self._record(screened, now)
-        if self.addresses is not None:
+        if self.addresses is not None and not self.stopping:  # a stop starts nothing more
             dispatch += [(*pending, slot) for pending, slot in self.addresses.turn(now)]
             self.frontier.held_back = self.addresses.waiting_count()
         self.frontier.commit(now)
