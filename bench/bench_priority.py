@@ -79,7 +79,9 @@ def crawl(web: PowerWeb, procs: int, mode: str, work: Path, args: argparse.Names
     with serve(Web(hosts=1, hostile=False), ADDRESS, power=web) as server:
         write_config({
             "dns": {"resolve": [server.resolve], "allow_nets": [f"{ADDRESS}/32"]},
-            "politeness": {"min_delay": args.delay, "max_delay": args.delay},
+            # every host shares one address: the address limits off (bench_addresses.py)
+            "politeness": {"min_delay": args.delay, "max_delay": args.delay,
+                           "ip_concurrency": 0},
             "fetch": {"threads": args.threads},
             "scope": {"mode": "any"},
             "priority": MODES[mode],
