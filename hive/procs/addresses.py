@@ -16,8 +16,10 @@ cache without waiting (``resolved``); a host the cache does not know is looked u
 a fetch thread (``lookup``, answered by ``looked_up``), so the frontier thread never
 waits on DNS. A lease whose host has an address waits in the stock for a grant
 there; one whose host has none (a DNS failure) goes at once, to end without
-contacting any server. The address granted is the one its fetch connects to, so a
-host whose address changes (its DNS entry expired) is polite at each.
+contacting any server. The address granted (the first in ``happy_eyeballs`` order)
+is the one its fetch connects to first, so a host whose address changes (its DNS
+entry expired) is polite at each; the host's other addresses are tried after it
+only if connecting to it fails (hive.fetch.pipeline), without a grant of their own.
 
 A message is checked before it is believed: a sender outside the ring, an ask for an
 address this worker does not own, a grant from a worker that does not own its
@@ -44,7 +46,7 @@ from hive.core.addressledger import AddressLedger
 from hive.core.addressstock import AddressStock, Slot
 from hive.core.lease import Lease
 from hive.core.ring import Ring
-from hive.fetch.dns import Resolution
+from hive.fetch.dns import Resolution, happy_eyeballs
 from hive.fetch.robots_rules import RobotsRules
 from hive.storage.schema import META_ADDRESS_LEDGER
 from hive.storage.store import Store
@@ -149,7 +151,7 @@ class Addresses:
     def _place(self, pending: Pending, resolution: Resolution, now: float) -> bool:
         if not resolution.ok:
             return True
-        address = resolution.addresses[0]
+        address = happy_eyeballs(resolution.addresses)[0]  # the one the fetch tries first
         self.stock.wait(address, self.owner(address), pending, now)
         return False
 

@@ -60,8 +60,8 @@ from hive.fetch.robots_rules import RobotsRules
 from hive.fetch.sinks import SinkContext, Sinks
 from hive.frontier.frontier import HANDOFF_FAILED, Frontier
 from hive.outcome import Kind, Outcome
-from hive.procs.dedup import DedupSeeding
 from hive.procs.addresses import Addresses
+from hive.procs.dedup import DedupSeeding
 from hive.procs.fetchtimes import FetchTimes
 from hive.procs.hoststatus import HostView
 from hive.procs.plan import Plan
