@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             config = tmp / "hive.toml"
             config.write_text(
                 f'[dns]\nresolve = ["{HOST}={ADDRESS}"]\nallow_nets = ["{ADDRESS}/32"]\n'
-                "[politeness]\nmin_delay = 0.005\nmax_delay = 0.005\n"
+                "[politeness]\nmin_delay = 0.005\nmax_delay = 0.005\nip_concurrency = 0\n"
                 "[fetch]\nthreads = 4\n[frontier]\nmax_urls_per_host = 100000\n")
             (tmp / "seeds.txt").write_text(f"{site.origin}/\n")
             crawl0, _ = crawl(site, tmp, config, "crawl0")

@@ -172,7 +172,7 @@ def fanout_case(args: argparse.Namespace) -> dict[str, float]:
         assert sm is not None
         cfg = config.load(environ={}).replace(
             dns={"resolve": [web.resolve], "allow_nets": [f"{ADDRESS}/32"]},
-            politeness={"min_delay": 0.02, "max_delay": 0.2})
+            politeness={"min_delay": 0.02, "max_delay": 0.2, "ip_concurrency": 0})
         worker = Worker(cfg, work / "store", log_dir=work / "logs")
         base = peak = rss_anon()
         done = threading.Event()
