@@ -52,7 +52,10 @@ def crawl(nginx: Nginx, tmp: Path, timeout: float = 120) -> Path:
     """Run ``hive start --procs 2`` over the vhosts to its end; returns the data directory."""
     cfg = config.load(environ={}).replace(
         dns={"resolve": [nginx.resolve], "allow_nets": [f"{ADDRESS}/32"]},
-        politeness={"min_delay": DELAY, "max_delay": 0.2, "crawl_delay_cap": 0.5},
+        # one host at one address: the address limits stay on but do not bind (the host's
+        # delay is what the test measures at nginx's log)
+        politeness={"min_delay": DELAY, "max_delay": 0.2, "crawl_delay_cap": 0.5,
+                    "ip_concurrency": 8, "ip_min_delay": 0.0},
         robots={"retry_delay": 0.2, "tries": 2},
         fetch={"threads": 8, "connect_timeout": 2.0, "read_timeout": 5.0, "total_timeout": 10.0},
         # No per-host cap or depth limit short of the site: coverage is the point.
