@@ -182,12 +182,9 @@ class DnsCache:
     def lookup(self, host: str, now: float) -> Resolution:
         """Addresses for ``host`` (or why there are none) as of ``now``."""
         name = normalize_host(host)
-        literal = ip_literal(name)
-        if literal is not None:
-            return Resolution(name, (str(literal),))
-        fixed = self._override(name)
-        if fixed is not None:
-            return Resolution(name, fixed)
+        known = self._without_resolver(name)
+        if known is not None:
+            return known
         if not name:
             return Resolution(name, expires=now, error="error", message="empty host name")
         with self._lock:
@@ -212,15 +209,20 @@ class DnsCache:
         """The answer ``lookup`` would give without asking the resolver, or None if only
         the resolver knows (for a thread that must not wait on DNS)."""
         name = normalize_host(host)
+        known = self._without_resolver(name)
+        if known is not None:
+            return known
+        with self._lock:
+            cached = self._entries.get(name)
+        return cached if cached is not None and now < cached.expires else None
+
+    def _without_resolver(self, name: str) -> Resolution | None:
+        """The answer for an IP literal or a ``--resolve`` entry, which no cache holds."""
         literal = ip_literal(name)
         if literal is not None:
             return Resolution(name, (str(literal),))
         fixed = self._override(name)
-        if fixed is not None:
-            return Resolution(name, fixed)
-        with self._lock:
-            cached = self._entries.get(name)
-        return cached if cached is not None and now < cached.expires else None
+        return Resolution(name, fixed) if fixed is not None else None
 
     def _resolve(self, name: str, now: float) -> Resolution:
         try:
