@@ -28,9 +28,10 @@ appends a row per process to ``samples.csv`` in the work directory: seconds
 since the start, role, pid, RSS MB, RssAnon MB (``/proc/PID/status``: the
 process's own heap and stacks, without the file pages of LMDB's memory map,
 which RSS counts and which grow with the store), open files (``num_fds``:
-files, sockets, pipes), threads, CPU % since the last sample, CPU seconds so
-far, and for workers the pages fetched, URLs pending and the bytes their
-recent-links cache holds (``hive.recent_links_mb``) as they last reported.
+files, sockets, pipes) and of them the TCP connections, threads, CPU % since
+the last sample, CPU seconds so far, and for workers the pages fetched, URLs
+pending and the bytes their recent-links cache holds (``hive.recent_links_mb``)
+as they last reported.
 A progress line (hive's pages, pages/s over the last minute, RssAnon/files per
 process) is printed every minute.
 
@@ -45,10 +46,15 @@ restarted gets a table for each pid, and the restart is listed, never merged:
   warm-up to end (and in %); the least-squares slope of RssAnon over the
   samples from warm-up on, in MB per hour; its mean CPU % after warm-up;
 - a verdict: PASS when RssAnon grew by less than ``GROWTH_MB`` MB or less than
-  ``GROWTH_PCT`` % from warm-up to end, and open files at the end are at most
-  ``FD_SLACK`` above their peak up to warm-up (sockets of fetches in flight
-  come and go; a leak climbs past any early peak). RSS is shown, not judged:
-  the rest of it is LMDB's file pages.
+  ``GROWTH_PCT`` % from warm-up to end; open files other than TCP connections
+  are at the end at most ``FD_SLACK`` above their peak up to warm-up (a leak
+  climbs past any early peak); and TCP connections never exceed what the
+  configuration allows a process: ``fetch.threads`` x (``fetch.pool_connections``
+  + 1), a connection in flight and the idle keep-alive ones per fetch thread.
+  Connections are judged by that bound, not by their early peak: a worker busy
+  on its CPU in the first seconds has not yet used every thread, and its
+  connections climb to the bound after the warm-up without leaking. RSS is
+  shown, not judged: the rest of it is LMDB's file pages.
 
 Then the crawl, measured at the server: pages fetched (GETs but robots.txt) of
 those in scope, pages/s from the first request to the last; the part crawled
@@ -88,6 +94,7 @@ from typing import Any
 import psutil
 from bench_crawl import write_config
 
+from hive.config import load
 from hive.core.urls import fingerprint, host_hash, host_key
 from hive.core.wire import decode_records
 from hive.errors import ControlError, HiveError
@@ -132,6 +139,7 @@ class Sample:
     rss_mb: float
     anon_mb: float
     fds: int
+    tcp: int
     threads: int
     cpu_pct: float
     cpu_s: float
@@ -236,6 +244,7 @@ class Sampler:
                 with proc.oneshot():
                     rss = proc.memory_info().rss / MB
                     fds, threads = proc.num_fds(), proc.num_threads()
+                    tcp = len(proc.net_connections(kind="tcp"))
                     cpu_pct = proc.cpu_percent(None)
                     times = proc.cpu_times()
             except psutil.Error:
@@ -249,7 +258,7 @@ class Sampler:
             self.pids[role] = proc.pid
             counters = stats.get(role, {})
             samples.append(Sample(
-                round(seconds, 2), role, proc.pid, round(rss, 2), round(anon, 2), fds, threads,
+                round(seconds, 2), role, proc.pid, round(rss, 2), round(anon, 2), fds, tcp, threads,
                 cpu_pct, round(times.user + times.system, 2), counters.get("frontier/done/ok"),
                 counters.get("frontier/pending"), _mb(counters.get("links/recent_bytes")),
             ))
@@ -338,8 +347,9 @@ def by_process(samples: Iterable[Sample]) -> dict[tuple[str, int], list[Sample]]
     return out
 
 
-def judge(samples: list[Sample], warmup: float) -> tuple[list[str], bool | None]:
-    """The table of one process (one pid) and its verdict (None: no sample after warm-up)."""
+def judge(samples: list[Sample], warmup: float, tcp_bound: int) -> tuple[list[str], bool | None]:
+    """The table of one process (one pid) and its verdict (None: no sample after warm-up);
+    ``tcp_bound``: the TCP connections the configuration allows it."""
     first, end = samples[0], samples[-1]
     warm = next((s for s in samples if s.seconds >= first.seconds + warmup), None)
     head = (f"{first.role}, pid {first.pid}: {len(samples)} samples from {first.seconds:.0f} s "
@@ -349,7 +359,7 @@ def judge(samples: list[Sample], warmup: float) -> tuple[list[str], bool | None]
     lines = [head + f"; warm-up sample at {warm.seconds:.0f} s",
              f"  {'':<12}{'warm-up':>9}{'end':>9}{'peak':>9}   growth after warm-up"]
     rows = [("RSS MB", "rss_mb", ".1f"), ("RssAnon MB", "anon_mb", ".1f"),
-            ("open files", "fds", "d"), ("threads", "threads", "d"),
+            ("open files", "fds", "d"), ("TCP conns", "tcp", "d"), ("threads", "threads", "d"),
             ("pending", "pending", "d"), ("recent MB", "recent_mb", ".1f")]
     for label, attr, f in rows:
         w, e = getattr(warm, attr), getattr(end, attr)
@@ -365,14 +375,18 @@ def judge(samples: list[Sample], warmup: float) -> tuple[list[str], bool | None]
                  f"CPU {cpu:.0f}% on average after warm-up")
     grown = end.anon_mb - warm.anon_mb
     ok_mem = grown < GROWTH_MB or grown < warm.anon_mb * GROWTH_PCT / 100
-    early_fds = max(s.fds for s in samples if s.seconds <= warm.seconds)
-    ok_fds = end.fds <= early_fds + FD_SLACK
+    early_files = max(s.fds - s.tcp for s in samples if s.seconds <= warm.seconds)
+    ok_files = end.fds - end.tcp <= early_files + FD_SLACK
+    most_tcp = max(s.tcp for s in samples)
+    ok_tcp = most_tcp <= tcp_bound
+    ok = ok_mem and ok_files and ok_tcp
     lines.append(
-        f"  {'PASS' if ok_mem and ok_fds else 'FAIL'}: RssAnon {grown:+.1f} MB "
+        f"  {'PASS' if ok else 'FAIL'}: RssAnon {grown:+.1f} MB "
         f"({'within' if ok_mem else 'over'} {GROWTH_MB:g} MB or {GROWTH_PCT:g}%); open files "
-        f"{end.fds} at the end, peak {early_fds} up to warm-up "
-        f"({'within' if ok_fds else 'over'} +{FD_SLACK})")
-    return lines, ok_mem and ok_fds
+        f"but TCP {end.fds - end.tcp} at the end, peak {early_files} up to warm-up "
+        f"({'within' if ok_files else 'over'} +{FD_SLACK}); TCP connections at most "
+        f"{most_tcp} ({'within' if ok_tcp else 'over'} the configured {tcp_bound})")
+    return lines, ok
 
 
 def key_of(url: str) -> bytes:
@@ -475,9 +489,11 @@ def main() -> int:
         samples, sampler, process, how = crawl(args, work, server, delay)
         requests = server.requests
     print()
+    settings = load(work / "hive.toml", args.set).fetch
+    tcp_bound = settings.threads * (settings.pool_connections + 1)
     verdicts = []
     for mine in by_process(samples).values():
-        lines, verdict = judge(mine, warmup)
+        lines, verdict = judge(mine, warmup, tcp_bound)
         verdicts.append(verdict)
         print("\n".join(lines))
     log = DataDir(work / "data").log_file("supervisor")
