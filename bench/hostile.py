@@ -88,12 +88,14 @@ class Plan:
     web_pages: int = 20
     threads: int = 8
     timeout: float = 600.0
+    # fetch.total_timeout: how long a drip or endless page of the test web holds a thread
+    fetch_timeout: float = 10.0
 
     @classmethod
     def short(cls) -> Plan:
         return cls(links_hosts=2, links=200_000, robots_hosts=4, robots_rules=25_000,
                    members_hosts=1, members_mb=1, redirectors=8, retry_hosts=1,
-                   web_hosts=6, web_pages=8, threads=4, timeout=150.0)
+                   web_hosts=6, web_pages=8, threads=4, timeout=150.0, fetch_timeout=4.0)
 
 
 def links_page(count: int) -> bytes:
@@ -316,7 +318,8 @@ def run(plan: Plan, work: Path) -> Result:
                            "ip_concurrency": 0,
                            "backoff_base": 0.5, "backoff_max": 2.0, "retry_after_cap": 2.0},
             "robots": {"retry_delay": 0.5, "tries": 2},
-            "fetch": {"threads": plan.threads, "total_timeout": 10.0, "read_timeout": 5.0},
+            "fetch": {"threads": plan.threads, "total_timeout": plan.fetch_timeout,
+                      "read_timeout": plan.fetch_timeout / 2},
             "frontier": {"max_urls_per_host": 200, "max_depth": 6},
         }
         write_config(sections, work / "hive.toml")
