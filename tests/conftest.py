@@ -22,6 +22,15 @@ WEB_ADDRESS = "127.0.0.2"
 LAUNCHED: list[subprocess.Popen[str]] = []
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a slow test first, each module's tests kept together (its module-scoped
+    fixtures are made once) and in their order: with ``--dist worksteal`` the two xdist
+    workers start on the long end-to-end tests and finish on short unit tests, which an
+    idle worker takes from the other (longest first, the schedule's tail is short)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(autouse=True)
 def no_hive_outlives_its_test() -> Iterator[None]:
     """Kill what is left of each hive a test started, whether it passed or failed."""

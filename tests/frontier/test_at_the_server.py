@@ -22,6 +22,8 @@ from hive.frontier.refusals import describe
 from hive.procs.worker import Worker
 from tests.frontier.conftest import small_config
 
+pytestmark = pytest.mark.slow
+
 HOST = "site.test"
 ADDRESS = "127.0.0.1"
 

@@ -12,10 +12,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from hive.core.urls import fingerprint, host_hash, host_key
 from hive.frontier.frontier import Frontier
 from hive.storage.schema import url_key
 from tests.frontier.conftest import small_config
+
+pytestmark = pytest.mark.slow
 
 CHILD = textwrap.dedent(
     """

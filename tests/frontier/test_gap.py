@@ -24,6 +24,8 @@ from hive.testweb import Web, WebProcess
 from hive.testweb.requestlog import politeness_violations
 from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
 
+pytestmark = pytest.mark.slow
+
 DELAY = 0.02
 TOLERANCE = 0.001
 # CPU-bound processes beside the crawl and the server: the load under which handlers

@@ -20,6 +20,8 @@ from hive.procs.worker import Worker
 from hive.testweb import Web, WebProcess, as_received, politeness_violations, received
 from tests.conftest import WEB_ADDRESS, crawl_config
 
+pytestmark = pytest.mark.slow
+
 # Nothing listens there: a connect is refused at once.
 DEAD = "127.0.0.213"
 DELAY = 0.1

@@ -24,6 +24,8 @@ from hive.procs.resize import resize
 from hive.procs.worker import Worker
 from hive.storage.datadir import DataDir
 
+pytestmark = pytest.mark.slow
+
 LINES = 2 * SEED_BATCH + 321
 MALFORMED = (17, SEED_BATCH + 5)  # line numbers
 

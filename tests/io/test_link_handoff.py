@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from hive.core.record import UrlRecord
 from hive.core.ring import Ring
 from hive.core.urls import host_key
@@ -13,6 +15,8 @@ from hive.core.wire import WireError
 from hive.procs.worker import Worker
 from hive.testweb import WebProcess
 from tests.conftest import crawl_config
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_page_whose_links_cannot_be_handed_on_is_fetched_again(

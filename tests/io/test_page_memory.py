@@ -38,10 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from hive import config
 from hive.fetch.parse import PAGE_PARSE_BYTES
 from hive.procs.worker import backlog
+
+pytestmark = pytest.mark.slow
 
 LINKS = 1_000_000
 THREADS = 4

@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from hive import config
 from hive.core.urls import fingerprint, host_hash, host_key
 from hive.frontier.verify import verify_store
@@ -21,6 +23,8 @@ from hive.storage.schema import Pending, pending, url_key
 from hive.testweb import Web, duplicates, serve
 from hive.testweb.powerlaw import PowerWeb
 from tests.conftest import WEB_ADDRESS, crawl_config, wait_for
+
+pytestmark = pytest.mark.slow
 
 # pl000 waits 1 s between fetches (its robots.txt's Crawl-delay) while the other hosts'
 # pages, 50 ms apart, link to its pages.

@@ -27,6 +27,8 @@ from hive.testweb.server import WebServer, serve
 from hive.testweb.sitemaps import FANOUT, MAX_URLS, SitemapWeb
 from tests.conftest import WEB_ADDRESS, crawl_config
 
+pytestmark = pytest.mark.slow
+
 MIN_DELAY = 0.05
 
 

@@ -37,6 +37,8 @@ from hive.testweb.graph import UNAVAILABLE_RETRY_AFTER
 from tests.conftest import crawl_config, wait_for
 from tests.proxyserver import ConnectProxy
 
+pytestmark = pytest.mark.slow
+
 # Every non-public target a link could name, by address and by a name resolving there; the
 # guard refuses each before connecting (those on 127.0.0.1 would hit the tripwire).
 PRIVATE_URLS = [
