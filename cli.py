@@ -641,6 +641,33 @@ def deny(data_dir: Path, hosts: tuple[str, ...]) -> None:
 
 @main.command()
 @DATA
+@click.argument("machine")
+def drop(data_dir: Path, machine: str) -> None:
+    """Drop a cluster's machine gone for good (hive start --cluster), by its name.
+
+    Only a lost machine (its lease lapsed: `hive status` says lost) can be dropped. The
+    other machines then refuse every URL of its hosts they hold or find later, counted
+    as refused (machine_dropped) in `hive status` and the crawl logs, and the batch ends
+    without it; the machine never joins again in this run. To keep its hosts instead,
+    `hive stop` and restore its data directory on a machine that joins under its name.
+    """
+    try:
+        state = DataDir(data_dir).read_state()
+    except HiveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if state is not None and not isinstance(state.get("cluster"), dict):
+        raise click.ClickException(f"{data_dir} is not a cluster's (hive start --cluster): "
+                                   "only a cluster's machine can be dropped")
+    result = _call(data_dir, "drop", machine=machine)
+    if not result.get("dropped"):
+        click.echo(f"machine {machine} was already dropped")
+        return
+    click.echo(f"dropped machine {machine}: the other machines refuse the URLs of its hosts, "
+               "counted as refused (machine_dropped) in `hive status`")
+
+
+@main.command()
+@DATA
 @click.option("--limit", type=click.IntRange(1), default=100, show_default=True,
               help="Problems listed per worker.")
 @click.option("--replay-quarantine", is_flag=True,

@@ -15,18 +15,28 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 import pytest
 
+from hive.core.ring import Ring
+from hive.core.urls import canonicalize, fingerprint, host_hash, host_key
+from hive.errors import URLError
+from hive.frontier.refusals import Refusals
+from hive.procs.cluster_plan import ClusterPlan
 from hive.procs.lifecycle import ExitCode
+from hive.storage.schema import META_REFUSALS, url_key
+from hive.storage.store import Store
 from hive.testweb import Web, WebProcess, as_received, duplicates, politeness_violations
+from hive.testweb.graph import Response
 from hive.testweb.requestlog import received
 from tests.conftest import WEB_ADDRESS, wait_for
 from tests.test_hive import DELAY, STAMP_SKEW, Hive, finish
@@ -86,13 +96,13 @@ def web(tmp_path: Path) -> Iterator[WebProcess]:
         yield server
 
 
-def cluster_hive(tmp: Path, web: WebProcess) -> Hive:
+def cluster_hive(tmp: Path, web: WebProcess, **sections: dict[str, Any]) -> Hive:
     # Ports of their own (three machines take 300 from the base): helpers and CI may run
     # other hives on this machine at the same time. Between Ray's worker ports (up to
     # 19999) and the kernel's ephemeral ones (32768 up), which Ray's processes bind.
     port = random.Random(str(tmp)).randrange(20000, 32400, 300)
     hive = Hive(tmp, web, cluster={"lease": LEASE, "renew": 0.5, "port": port},
-                hive={"stats_interval": 0.5, "resend_after": 2.0})
+                hive={"stats_interval": 0.5, "resend_after": 2.0}, **sections)
     hive.env.update(RAY_ENV)
     return hive
 
@@ -254,3 +264,114 @@ def test_cluster_address_nothing_answers_on_is_refused_at_once(
                             text=True, timeout=60)
     assert result.returncode == 1 and f"--cluster {address}: {said}" in result.stderr, result
     assert "Traceback" not in result.stderr
+
+
+def crawl_lines(directory: Path) -> list[dict[str, Any]]:
+    """Every whole line of a machine's crawl logs."""
+    lines = []
+    for path in sorted((directory / "logs").glob("crawl-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                lines.append(json.loads(line))
+    return lines
+
+
+def page_links(web: WebProcess, url: str) -> set[str]:
+    """The in-scope URLs page ``url`` of the test web links to (rendered here, as served)."""
+    parts = urlsplit(url)
+    response = web.web.respond(parts.hostname or "", parts.path, port=web.port, tripwire=1)
+    assert isinstance(response, Response)
+    body = response.body.decode("utf-8", "replace")
+    links = set()
+    for href in re.findall(r'href="([^"]*)"', body):
+        with contextlib.suppress(URLError):
+            links.add(canonicalize(href.partition("#")[0], url))
+    return links & web.in_scope_urls()
+
+
+def url_state(store: Store, url: str) -> bytes | None:
+    """The state a worker's store holds for canonical ``url`` (its first byte: p, d or r)."""
+    return store.get("urls", url_key(host_hash(host_key(url)), fingerprint(url)))
+
+
+def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
+        cluster: RayCluster, tmp_path: Path, web: WebProcess) -> None:
+    """The machine that owns the test web's one address is killed for good mid-crawl: the
+    others wait (their hosts' fetches need its grants, their outboxes keep its links) until
+    ``hive drop`` names it. Then they refuse, and count, every URL of its hosts they held or
+    find later, the address passes to a live owner, and the batch ends. Nothing is lost in
+    silence: each URL the others found for the dropped machine's hosts was fetched, is in its
+    frontier on its disk, or was refused with the reason machine_dropped."""
+    # Every refusal gets a crawl-log line, to be checked one by one.
+    hive = cluster_hive(tmp_path, web, frontier={"refusals_logged_per_host": 100_000})
+    process = hive.start(1, "--cluster", cluster.address)
+    wait_for(lambda: hive.status() is not None, timeout=60, interval=0.2)
+    state = hive.state()
+    ring = Ring.from_params(state["ring"])
+    plan = ClusterPlan.from_dict(state["cluster"]["plan"])
+    gone = plan.machine_of(ring.owner(WEB_ADDRESS)).name
+    assert gone != "a", "machine a is the Ray head node: the test kills another"
+    others = [name for name in MACHINES if name != gone]
+    wait_for(lambda: len(received(hive.data / "nodes" / gone / "logs")) >= 5, timeout=60,
+             interval=0.1)
+    cluster.kill(gone)
+    try:
+        unknown = hive.run("drop", "z")
+        assert unknown.returncode == 1, unknown
+        assert "no machine 'z' in this cluster (its machines: a, b, c)" in unknown.stderr
+        up = hive.run("drop", "a")
+        assert up.returncode == 1 and "machine a is not lost" in up.stderr, up
+        assert "Traceback" not in unknown.stderr + up.stderr
+        wait_for(lambda: machines(hive).get(gone, {}).get("lost"), timeout=4 * LEASE + 10,
+                 interval=0.2)
+        dropped = hive.run("drop", gone)
+        assert dropped.returncode == 0 and f"dropped machine {gone}" in dropped.stdout, dropped
+        again = hive.run("drop", gone)
+        assert again.returncode == 0 and "already dropped" in again.stdout, again
+        shown = hive.run("status")
+        assert f"{gone} (epoch" in shown.stdout and "dropped)" in shown.stdout, shown.stdout
+        assert hive.state()["cluster"]["dropped"] == [gone]
+        text = finish(process, timeout=120)
+    finally:
+        cluster.add(gone)
+    assert "the batch ended" in text, text[-2000:]
+    def of_gone(urls: set[str]) -> set[str]:
+        return {url for url in urls if plan.machine_of(ring.owner(host_key(url))).name == gone}
+
+    owned = of_gone(web.in_scope_urls())
+    served = {r.url for r in web.requests if r.method == "GET"}
+    # Nothing of the other machines' hosts is left undone.
+    assert web.in_scope_urls() - served <= owned
+    refused: list[str] = []
+    found: set[str] = set()
+    for name in others:
+        for line in crawl_lines(hive.data / "nodes" / name):
+            if line.get("reason") == "machine_dropped":
+                refused.append(line["url"])
+            elif line.get("outcome") == "ok":
+                found |= page_links(web, line["url"])
+    assert refused and of_gone(set(refused)) == set(refused), refused[:5]
+    # The count is every refusal (each logged here, the log bound raised), kept in the
+    # workers' stores.
+    tallied = 0
+    for name in others:
+        worker = plan.machine(name).first
+        store = Store(hive.data / "nodes" / name / f"worker-{worker:02d}", sync_interval=0.0)
+        try:
+            tallied += Refusals.decode(store.get("meta", META_REFUSALS), 1).totals.get(
+                "machine_dropped", 0)
+        finally:
+            store.close(time.time())
+    assert tallied == len(refused)
+    lost = plan.machine(gone).first
+    store = Store(hive.data / "nodes" / gone / f"worker-{lost:02d}", sync_interval=0.0)
+    try:
+        held = {url for url in found & owned - served - set(refused)
+                if (url_state(store, url) or b"")[:1] != b"p"}
+    finally:
+        store.close(time.time())
+    assert held == set(), sorted(held)[:5]
+    for directory in node_dirs(hive):
+        result = subprocess.run(hive.command("verify", "--data", str(directory)), env=hive.env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -28,6 +28,7 @@ the grants held (an address with neither is forgotten).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -113,6 +114,20 @@ class AddressStock(Generic[Job]):
             entry.waiting.append(job)
         self.counts["address/waited"] += 1
         self._changed.add(address)
+
+    def reown(self, owner_of: Callable[[str], int]) -> int:
+        """Point each address at its owner by ``owner_of`` (a dropped machine's worker's
+        addresses pass to a live one): one whose owner changed forgets the old owner's grants
+        in hand and asks the new one afresh. How many changed."""
+        moved = 0
+        for address, entry in self._addresses.items():
+            owner = owner_of(address)
+            if owner != entry.owner:
+                entry.owner, entry.owner_epoch, entry.hand, entry.returned = owner, 0, [], []
+                entry.sent_want, entry.asked = 0, float("-inf")
+                self._changed.add(address)
+                moved += 1
+        return moved
 
     def granted(self, owner: int, owner_epoch: int, address: str, grant_id: int, wait: float,
                 hold: float, now: float) -> None:

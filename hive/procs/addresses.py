@@ -81,6 +81,8 @@ class Addresses:
         self.late: queue.SimpleQueue[Pending] = queue.SimpleQueue()
         self.worker_id = worker_id
         self.ring = ring
+        self.owner_of: Callable[[str], int] = (
+            ring.owner if ring is not None else lambda _address: worker_id)
         self.epoch = time.time_ns()
         self.send: Send | None = None
         self.store = store
@@ -103,7 +105,15 @@ class Addresses:
         self.counts[name] = self.counts.get(name, 0) + 1
 
     def owner(self, address: str) -> int:
-        return self.worker_id if self.ring is None else self.ring.owner(address)
+        return self.worker_id if self.ring is None else self.owner_of(address)
+
+    def reown(self, owner_of: Callable[[str], int]) -> None:
+        """Take ``owner_of`` as the addresses' owners from now on (a cluster dropped a
+        machine: hive/procs/fence.py), and point the waiting leases at them."""
+        self.owner_of = owner_of
+        moved = self.stock.reown(self.owner)
+        if moved:
+            self.counts["address/reowned"] = self.counts.get("address/reowned", 0) + moved
 
     def start(self, pending: Pending, now: float) -> bool:
         """A screened lease, to wait for its address's grant; True if it goes at once
@@ -195,14 +205,14 @@ class Addresses:
             return
         if isinstance(message, wire.AddressAsks):
             for ask in message.asks:
-                if ring.owner(ask.address) != self.worker_id:
+                if self.owner_of(ask.address) != self.worker_id:
                     self._count("address/refused/not_owner")
                 elif not self.ledger.ask(ask.address, message.sender, message.epoch, ask.want,
                                          list(ask.returned), ask.owner_epoch, now):
                     self._count("address/refused/stale_sender")
             return
         for grant in message.grants:
-            if ring.owner(grant.address) != message.sender:
+            if self.owner_of(grant.address) != message.sender:
                 self._count("address/refused/not_owner")
             elif grant.holder_epoch != self.epoch:
                 self._count("address/refused/stale_grant")

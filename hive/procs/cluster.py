@@ -27,7 +27,12 @@ as ``down`` or ``lost`` in ``hive status``; its hosts wait, the others' outboxes
 keep its batches, and the batch cannot end without it. It resumes when it is
 back under the same name. A machine gone for good is the operator's to decide:
 ``hive stop``, then restore its data directory on another machine that joins
-under its name (the stores and WARCs are all it is).
+under its name (the stores and WARCs are all it is); or ``hive drop NAME``
+(``drop`` on the control socket), which the head records (and the driver in
+``hive.json``: ``cluster.dropped``): the machine's node actor is killed for
+good, the other machines refuse, with a count, every URL of its hosts they held
+or find later (hive/procs/cluster_head.py), and the batch ends without it. Its
+own frontier is left on its disk, as it was.
 
 Ray (the ``cluster`` extra) is imported in the methods that use it, so a plain install
 imports this module without it (tests/test_install.py).
@@ -107,7 +112,7 @@ def merge_status(statuses: Sequence[dict[str, Any]], *, data_dir: str, started: 
         name = status["machine"]
         machines.append({key: status.get(key) for key in (
             "machine", "epoch", "rejoins", "alive", "quiet", "lease_until", "exit_code",
-            "error", "lost", "data_dir")})
+            "error", "lost", "dropped", "data_dir")})
         for row in status.get("processes", []):
             processes.append({**row, "role": f"{name}: {row['role']}"})
         for key, value in status.get("totals", {}).items():
@@ -148,6 +153,7 @@ class ClusterDriver:
         self.head: Any = None
         self.plan: ClusterPlan | None = None
         self.last: dict[str, dict[str, Any]] = {}
+        self.dropped: set[str] = set()
         self.book: dict[str, Any] = {}
         self._next_poll = 0.0
         self._quiet_rounds = 0
@@ -207,7 +213,7 @@ class ClusterDriver:
         self.endpoints = Endpoints(self.run_dir)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.control = ControlServer(self.ctx, self.endpoints.control, {
-            "status": lambda request: self.status(), "stop": self._stop,
+            "status": lambda request: self.status(), "stop": self._stop, "drop": self._drop,
         })
         self.poller = zmq.Poller()
         self.poller.register(self.control.socket, zmq.POLLIN)
@@ -216,8 +222,7 @@ class ClusterDriver:
             "data_dir": str(self.data_dir), "procs": self.plan.procs,
             "ring": self.plan.ring().params,
             "endpoints": self.endpoints.to_dict(), "pids": {},
-            "config": cfg_data, "cluster": {"address": self.address,
-                                            "plan": self.plan.to_dict()},
+            "config": cfg_data, "cluster": self._cluster_state(),
         })
         log.info("hive %s started on a cluster of %d machines (%s), %d workers", __version__,
                  len(names), ", ".join(names), self.plan.procs)
@@ -241,6 +246,31 @@ class ClusterDriver:
         self.request_stop("stopped by hive stop" + (" --now" if now else ""), now=now)
         return {"stopping": True}
 
+    def _cluster_state(self) -> dict[str, Any]:
+        """``hive.json``'s ``cluster``: the address, the plan and the machines dropped."""
+        assert self.plan is not None
+        return {"address": self.address, "plan": self.plan.to_dict(),
+                "dropped": sorted(self.dropped)}
+
+    def _drop(self, request: dict[str, Any]) -> object:
+        """``hive drop``: drop a lost machine for good (see the module docstring)."""
+        import ray
+        name = request.get("machine")
+        if not isinstance(name, str) or name not in self.nodes:
+            raise ValueError(f"no machine {str(name)[:40]!r} in this cluster (its machines: "
+                             f"{', '.join(sorted(self.nodes))})")
+        if name in self.dropped:
+            return {"machine": name, "dropped": False}
+        why = ray.get(self.head.drop.remote(name), timeout=10)
+        if why:
+            raise ValueError(why)
+        self.dropped.add(name)
+        self.dd.update_state(cluster=self._cluster_state())
+        ray.kill(self.nodes[name], no_restart=True)
+        log.warning("machine %s dropped by the operator: the others refuse the URLs of its "
+                    "hosts (refusals/machine_dropped)", name)
+        return {"machine": name, "dropped": True}
+
     def signalled(self, why: str, now: bool) -> None:
         self.request_stop(why, now=now)
 
@@ -253,8 +283,8 @@ class ClusterDriver:
         if now or not self._stop_sent:
             self._stop_sent = True
             self._stop_deadline = time.monotonic() + STOP_GRACE
-            for node in self.nodes.values():
-                node.stop.remote(now)
+            for name in self.live():
+                self.nodes[name].stop.remote(now)
 
     def status(self) -> dict[str, Any]:
         statuses = [self.last.get(name, {"machine": name, "alive": False})
@@ -262,6 +292,7 @@ class ClusterDriver:
         for status in statuses:
             standing = self.book.get(status["machine"], {})
             status["lost"] = standing.get("lost", False)
+            status["dropped"] = status["machine"] in self.dropped
         return merge_status(statuses, data_dir=str(self.data_dir), started=self.started,
                             stopping=self.stopping)
 
@@ -275,8 +306,7 @@ class ClusterDriver:
         """Every machine's status (a machine out of reach keeps its last, marked down) and
         the head's sweep of lapsed leases."""
         import ray
-        names = sorted(self.nodes)
-        refs = {name: self.nodes[name].status.remote() for name in names}
+        refs = {name: self.nodes[name].status.remote() for name in self.live()}
         sweep = self.head.sweep.remote()
         for name, ref in refs.items():
             try:
@@ -297,10 +327,11 @@ class ClusterDriver:
         self._poll()
         if self.stopping:
             self._finished = all(
-                s.get("exit_code") is not None for s in self.last.values()
+                self.last.get(name, {}).get("exit_code") is not None for name in self.live()
             ) or time.monotonic() > self._stop_deadline
             return 0.2
-        for name, status in self.last.items():
+        for name in self.live():
+            status = self.last.get(name, {})
             code = status.get("exit_code")
             if code is not None and not status.get("alive"):
                 self.request_stop(f"machine {name} stopped (exit code {code}): see "
@@ -308,7 +339,7 @@ class ClusterDriver:
                                   code=ExitCode.ERROR)
                 return 0.2
         totals = self.status()["totals"]
-        if all(s.get("totals") for s in self.last.values()):
+        if all(self.last.get(name, {}).get("totals") for name in self.live()):
             self._totals = totals
         if self.max_pages and totals.get("pages_this_start", 0) >= self.max_pages:
             self.request_stop(f"--max-pages {self.max_pages} reached", code=ExitCode.MAX_PAGES)
@@ -318,8 +349,9 @@ class ClusterDriver:
         return 0.2
 
     def _batch_ended(self, totals: dict[str, float]) -> bool:
-        """Every machine up, quiet and unlost, and no count moved, two rounds in a row."""
-        statuses = [self.last.get(name, {}) for name in self.nodes]
+        """Every machine not dropped up, quiet and unlost, and no count moved, two rounds in
+        a row."""
+        statuses = [self.last.get(name, {}) for name in self.live()]
         quiet = all(s.get("alive") and s.get("quiet") and not self.book.get(
             s.get("machine", ""), {}).get("lost") for s in statuses)
         fingerprint = tuple(totals.get(k, 0) for k in (
@@ -332,6 +364,10 @@ class ClusterDriver:
         self._fingerprint = fingerprint
         return self._quiet_rounds >= 2
 
+    def live(self) -> list[str]:
+        """The machines not dropped, by name."""
+        return sorted(set(self.nodes) - self.dropped)
+
     def wait(self, seconds: float) -> None:
         self.poller.poll(max(int(seconds * 1000), 0))
 
@@ -341,9 +377,9 @@ class ClusterDriver:
 
     def close(self) -> None:
         import ray
-        for node in self.nodes.values():
+        for name in self.live():
             try:
-                ray.get(node.shutdown.remote(), timeout=STOP_GRACE)
+                ray.get(self.nodes[name].shutdown.remote(), timeout=STOP_GRACE)
             except Exception:  # noqa: BLE001 - a node already gone has nothing to stop
                 log.warning("a machine did not shut down in time")
         ray.shutdown()

@@ -16,7 +16,13 @@ truth (hive/procs/fence.py):
   by every machine as soon as their next grant tells them; its hosts wait (the
   other machines' outboxes keep what is theirs until it is back), and its next
   join (Ray restarts its node actor when a machine with its resource appears)
-  resumes it from its own stores under a newer epoch.
+  resumes it from its own stores under a newer epoch;
+- a lost machine gone for good is **dropped** by the operator (``hive drop``):
+  it never joins or renews again, and every grant names its workers
+  (``dropped``), so the other machines discard what they hold for them and
+  refuse the links to its hosts they find later, each URL counted as refused
+  with the reason ``machine_dropped`` (hive/procs/workerproc.py). A machine
+  that still renews is not dropped: that would be a resize, which is offline.
 
 The book is pure (it takes ``now``); :class:`Head` is the actor around it, on
 the head's clock.
@@ -43,6 +49,7 @@ class Standing:
     lost: bool = False
     joins: int = 0
     refused: int = 0
+    dropped: bool = False
 
 
 class LeaseBook:
@@ -61,8 +68,11 @@ class LeaseBook:
         return standing
 
     def join(self, name: str, now: float) -> int:
-        """Machine ``name`` (re)joins: its new epoch."""
+        """Machine ``name`` (re)joins: its new epoch; 0 for a dropped machine, which may not."""
         standing = self._standing(name)
+        if standing.dropped:
+            standing.refused += 1
+            return 0
         self.last_epoch += 1
         standing.epoch, standing.renewed, standing.lost = self.last_epoch, now, False
         standing.joins += 1
@@ -82,12 +92,31 @@ class LeaseBook:
         """Mark lost every machine whose lease lapsed, raising its epoch; their names."""
         lapsed = []
         for name, standing in self.machines.items():
-            if standing.epoch and not standing.lost and now - standing.renewed > self.lease:
+            if (standing.epoch and not standing.lost and not standing.dropped
+                    and now - standing.renewed > self.lease):
                 self.last_epoch += 1
                 standing.epoch, standing.lost = self.last_epoch, True
                 self.lapses += 1
                 lapsed.append(name)
         return lapsed
+
+    def drop(self, name: str, now: float) -> bool:
+        """Drop machine ``name`` for good; False if it already was. ValueError if it is not
+        lost (it renewed within its lease: still up, or not lapsed yet)."""
+        self.sweep(now)
+        standing = self._standing(name)
+        if standing.dropped:
+            return False
+        if not standing.lost and standing.epoch:
+            raise ValueError(f"machine {name} is not lost (it renewed its lease "
+                             f"{now - standing.renewed:.1f} s ago): only a machine whose lease "
+                             f"lapsed can be dropped")
+        self.last_epoch += 1
+        standing.epoch, standing.lost, standing.dropped = self.last_epoch, True, True
+        return True
+
+    def dropped(self) -> list[str]:
+        return sorted(name for name, s in self.machines.items() if s.dropped)
 
     def epochs(self, plan: ClusterPlan) -> list[int]:
         """Each worker's machine's current epoch, by worker id."""
@@ -95,7 +124,8 @@ class LeaseBook:
 
     def to_dict(self, now: float) -> dict[str, Any]:
         return {name: {"epoch": s.epoch, "lost": s.lost, "joins": s.joins,
-                       "refused": s.refused, "renewed_ago": round(now - s.renewed, 2)}
+                       "refused": s.refused, "dropped": s.dropped,
+                       "renewed_ago": round(now - s.renewed, 2)}
                 for name, s in self.machines.items()}
 
 
@@ -106,10 +136,12 @@ class Head:
         self.lease = lease
         self._plan: ClusterPlan | None = None
         self.book = LeaseBook([], lease)
+        self._dropped: list[int] = []
 
     def set_plan(self, plan: dict[str, Any]) -> None:
         self._plan = ClusterPlan.from_dict(plan)
         self.book = LeaseBook([m.name for m in self._plan.machines], self.lease)
+        self._dropped = []
 
     def plan(self) -> dict[str, Any] | None:
         return self._plan.to_dict() if self._plan is not None else None
@@ -119,11 +151,25 @@ class Head:
         log.info("machine %s joined with epoch %d", name, epoch)
         return epoch
 
-    def renew(self, name: str, epoch: int) -> list[int] | None:
-        """Every worker's epoch if ``name``'s lease under ``epoch`` is renewed, else None."""
+    def renew(self, name: str, epoch: int) -> dict[str, list[int]] | None:
+        """If ``name``'s lease under ``epoch`` is renewed, every worker's epoch and the
+        workers of the dropped machines; else None."""
         if self._plan is None or not self.book.renew(name, epoch, time.time()):
             return None
-        return self.book.epochs(self._plan)
+        return {"epochs": self.book.epochs(self._plan), "dropped": self._dropped}
+
+    def drop(self, name: str) -> str:
+        """Drop machine ``name`` for good: "" once done (or if it already was), else why not."""
+        if self._plan is None:
+            return "the cluster has no plan yet"
+        try:
+            if self.book.drop(name, time.time()):
+                log.warning("machine %s dropped by the operator", name)
+        except ValueError as exc:
+            return str(exc)
+        self._dropped = sorted(w for n in self.book.dropped()
+                               for w in self._plan.machine(n).workers)
+        return ""
 
     def sweep(self) -> dict[str, Any]:
         """Mark the lapsed lost; the book as it stands."""

@@ -98,7 +98,7 @@ class MachineSupervisor(Supervisor):
         return {**super()._handlers(), "fence": self._fence, "status": self._machine_status}
 
     def _fence(self, request: dict[str, Any]) -> object:
-        args = {key: request.get(key) for key in ("until", "epoch", "epochs")}
+        args = {key: request.get(key) for key in ("until", "epoch", "epochs", "dropped")}
         self.fence.update(args)  # ValueError for a bad one: answered as an error
         command = wire.encode_command("fence", args)
         for sock in self.commands:

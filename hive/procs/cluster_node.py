@@ -130,6 +130,10 @@ class Node:
 
         assert self.plan is not None
         self.epoch = ray.get(self.head.join.remote(self.name))
+        if not self.epoch:
+            log.warning("machine %s was dropped by the operator: it does not start", self.name)
+            self.stopping = True
+            return
         spawn = multiprocessing.get_context("spawn")
         self.process = spawn.Process(
             target=run_machine, name=f"hive-machine-{self.name}",
@@ -153,20 +157,21 @@ class Node:
         while not self.stopping:
             asked = time.time()
             try:
-                epochs = ray.get(self.head.renew.remote(self.name, self.epoch),
-                                 timeout=cluster.lease)
+                grant = ray.get(self.head.renew.remote(self.name, self.epoch),
+                                timeout=cluster.lease)
             except Exception as exc:  # noqa: BLE001 - a head out of reach: no grant
                 log.warning("machine %s: no renewal: %s", self.name, exc)
-                epochs = []
-            if epochs is None and not self.stopping:
+                grant = {}
+            if grant is None and not self.stopping:
                 try:
                     self._rejoin()
                 except Exception:  # the thread must go on: the next turn tries again
                     log.exception("machine %s: could not start again", self.name)
-            elif epochs:
+            elif grant:
                 with contextlib.suppress(HiveError), self._client(cluster.renew) as client:
                     client.call("fence", until=asked + cluster.lease - cluster.renew,
-                                epoch=self.epoch, epochs=epochs)
+                                epoch=self.epoch, epochs=grant["epochs"],
+                                dropped=grant["dropped"])
             time.sleep(max(0.0, asked + cluster.renew - time.time()))
 
     def _rejoin(self) -> None:

@@ -23,6 +23,12 @@ cluster (``hive start --cluster``) fences itself, in two parts:
   worker that has heard no fence yet refuses every peer's message
   (``fence/unfenced``); the sender's outbox sends it again.
 
+A grant also names the workers of the machines the operator dropped for good
+(``dropped``: hive/procs/cluster_head.py): the worker discards what its outbox
+holds for them and refuses the links to their hosts it finds later, each URL
+counted (hive/procs/workerproc.py), and an address one of them owned is granted
+by the next live owner on the ring (:meth:`Fence.owner`).
+
 Seeds and ``hive add`` URLs (origin the supervisor) never cross machines: the
 driver gives each machine's supervisor only the seeds its own workers own, so
 they are not fenced. On one machine (no cluster) the fence is open: everything
@@ -36,32 +42,44 @@ from collections import Counter
 from typing import Any
 
 from hive.core import wire
+from hive.core.ring import Ring
 
 
 class Fence:
     """One worker's view of its machine's lease and of every worker's current epoch."""
 
-    __slots__ = ("enabled", "until", "epoch", "floors", "counts")
+    __slots__ = ("enabled", "until", "epoch", "floors", "dropped", "counts")
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.until = 0.0
         self.epoch = 0  # this machine's epoch; 0 before the first fence command
         self.floors: list[int] = []  # per worker id: the epoch of the machine that owns it
+        self.dropped: frozenset[int] = frozenset()  # the workers of dropped machines
         self.counts: Counter[str] = Counter()
 
-    def update(self, args: dict[str, Any]) -> None:
-        """Take a ``fence`` command: ``until`` (this machine's clock), ``epoch`` (its own)
-        and ``epochs`` (each worker's machine's epoch, by worker id). ValueError if bad."""
+    def update(self, args: dict[str, Any]) -> frozenset[int]:
+        """Take a ``fence`` command: ``until`` (this machine's clock), ``epoch`` (its own),
+        ``epochs`` (each worker's machine's epoch, by worker id) and ``dropped`` (the
+        workers of dropped machines; none if absent). The workers it drops anew; ValueError
+        if it is bad."""
         until, epoch, epochs = args.get("until"), args.get("epoch"), args.get("epochs")
+        dropped = args.get("dropped") or []
         if not (isinstance(until, int | float) and math.isfinite(until)
                 and isinstance(epoch, int) and epoch > 0 and isinstance(epochs, list)
-                and all(isinstance(e, int) and e >= 0 for e in epochs)):
+                and all(isinstance(e, int) and e >= 0 for e in epochs)
+                and isinstance(dropped, list)
+                and all(isinstance(w, int) and 0 <= w < len(epochs) for w in dropped)
+                and len(dropped) < len(epochs)):
             raise ValueError(f"bad fence: {args!r}")
         if epoch < self.epoch:
             self.counts["fence/stale_grant"] += 1
-            return
+            return frozenset()
         self.until, self.epoch, self.floors = float(until), epoch, epochs
+        # A machine dropped is dropped for good: a grant never takes one back.
+        new = frozenset(dropped) - self.dropped
+        self.dropped |= new
+        return new
 
     def holds(self, now: float) -> bool:
         """True while this machine may fetch: always on one machine."""
@@ -78,3 +96,12 @@ class Fence:
             self.counts["fence/stale"] += 1
             return False
         return True
+
+    def owner(self, ring: Ring, key: str) -> int:
+        """``key``'s owner on ``ring``, or, if a dropped machine's worker owns it, the next
+        worker of the ring that is not dropped (the same at every worker)."""
+        owner = ring.owner(key)
+        if owner not in self.dropped:
+            return owner
+        live = [w for w in range(ring.procs) if w not in self.dropped]
+        return live[owner % len(live)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ class Outbox:
         self.pending: dict[int, _Pending] = {}
         self._open: _Open | None = None
         self.counts = {"outbox/batches": 0, "outbox/sent": 0, "outbox/acked": 0,
-                       "outbox/quarantined": 0, "outbox/overdue": 0}
+                       "outbox/quarantined": 0, "outbox/overdue": 0, "outbox/discarded": 0}
         cursor = store.cursor("outbox")
         for key in cursor.iternext(values=False):
             self.pending[U64.unpack(key)[0]] = _Pending(checked=False)
@@ -180,6 +181,34 @@ class Outbox:
         self.store.delete("outbox", U64.pack(seq))
         self.counts["outbox/acked"] += 1
         return True
+
+    def discard(self, drop: Callable[[UrlRecord], bool], now: float) -> list[UrlRecord]:
+        """Take the records ``drop`` names out of every batch (in the open transaction); the
+        records taken. A batch that had any is replaced by a new one of the rest, if any:
+        acknowledgements of the old cut are then ignored (its sequence number is gone) and
+        the rest is sent and admitted again (admission is idempotent). A batch that does not
+        decode is left for ``due`` to quarantine."""
+        self._open = None
+        taken: list[UrlRecord] = []
+        for seq in list(self.pending):
+            key = U64.pack(seq)
+            data = self.store.get("outbox", key)
+            try:
+                records = decode_records(data) if data is not None else []
+            except WireError:
+                continue
+            gone = [record for record in records if drop(record)]
+            if not gone:
+                continue
+            self.store.delete("outbox", key)
+            del self.pending[seq]
+            self.counts["outbox/discarded"] += 1
+            taken += gone
+            kept = [record for record in records if not drop(record)]
+            if kept:
+                self.put(kept, now)
+        self._open = None
+        return taken
 
     def _quarantine(self, seq: int, reason: str) -> None:
         log.error("outbox: batch %d quarantined: %s", seq, reason)

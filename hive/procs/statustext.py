@@ -224,7 +224,8 @@ def machines_note(machines: list[dict[str, Any]] | None) -> str:
         return ""
     shown = []
     for machine in machines:
-        state = ("lost" if machine.get("lost") else "down" if not machine.get("alive")
+        state = ("dropped" if machine.get("dropped") else "lost" if machine.get("lost")
+                 else "down" if not machine.get("alive")
                  else "quiet" if machine.get("quiet") else "crawling")
         rejoins = machine.get("rejoins") or 0
         again = f", started again {rejoins}x" if rejoins else ""

@@ -11,6 +11,13 @@ its counters to the supervisor. The order that makes the hand-off safe:
    outcome that found them, and are sent only once that commits;
 3. a batch leaves the outbox only when every owner has acknowledged its part.
 
+On a cluster, a machine the operator dropped for good (``hive drop``: its
+workers named in the fence, hive/procs/fence.py) acknowledges nothing again: the
+worker takes its records out of the outbox's batches (the rest go again as new
+batches) and refuses the links to its hosts found later, each URL counted as
+refused with the reason ``machine_dropped`` (``refusals/machine_dropped`` in the
+stats, a REFUSED line in the crawl log up to ``refusals_logged_per_host``).
+
 Started by the supervisor with the ``spawn`` method through ``run_worker``,
 which opens its own ZeroMQ context and LMDB environment. When the endpoints
 recipe names CURVE keys, the inbox is a CURVE server behind the process's own
@@ -56,6 +63,8 @@ DRAIN_PER_TURN = 200
 # Answers to the supervisor's adds and denies (see ``_answer``) ride in the stats reports for
 # ANSWER_TTL seconds (hive add and deny wait 10 s for them), ANSWERS of them at most.
 ANSWERS = 512
+# The refusal reason of a URL a machine dropped for good owned.
+DROPPED = "machine_dropped"
 ANSWER_TTL = 60.0
 # How long a thread may hold the GIL while another waits for it. A worker's fetch threads
 # hand it over themselves at every socket wait; the interpreter's forced hand-over (every
@@ -113,8 +122,36 @@ class WorkerProcess:
                  self.worker_id, self.worker.frontier.pending, len(self.outbox))
 
     def _links(self, records: list[UrlRecord], now: float) -> None:
-        """Keep a finished page's links in the outbox, to go to their owners."""
-        self.outbox.put(records, now)
+        """Keep a finished page's links in the outbox, to go to their owners (but those a
+        dropped machine owned: refused)."""
+        if self.fence.dropped:
+            owner, dropped = self.ring.owner, self.fence.dropped
+            self._refuse_dropped([r for r in records if owner(r.host_key) in dropped], now)
+            records = [r for r in records if owner(r.host_key) not in dropped]
+        if records:
+            self.outbox.put(records, now)
+
+    def _drop(self, workers: frozenset[int], now: float) -> None:
+        """Workers of a machine dropped for good: what the outbox holds for them is refused,
+        and their addresses pass to live owners."""
+        owner = self.ring.owner
+        discarded = self.outbox.discard(lambda r: owner(r.host_key) in workers, now)
+        self._refuse_dropped(discarded, now)
+        self.worker.frontier.commit(now)
+        if self.worker.addresses is not None:
+            ring, fence = self.ring, self.fence
+            self.worker.addresses.reown(lambda address: fence.owner(ring, address))
+        log.warning("worker %d: workers %s dropped: %d URLs held for them refused",
+                    self.worker_id, sorted(workers), len(discarded))
+
+    def _refuse_dropped(self, records: list[UrlRecord], now: float) -> None:
+        note = self.worker.frontier.refusals.note
+        for record in records:
+            message = note(DROPPED, record.host_key)
+            if message is not None:
+                self.worker.crawl_log.write(now, Kind.REFUSED, record.url, via=record.via,
+                                            depth=record.depth, reason=DROPPED,
+                                            message=message)
 
     def _handle(self, frames: list[bytes], now: float,
                 acks: list[tuple[int, int, int, int]]) -> None:
@@ -184,10 +221,13 @@ class WorkerProcess:
             self.stopping = True
         elif cmd == "fence":
             try:
-                self.fence.update(args)
+                dropped = self.fence.update(args)
             except ValueError as exc:
                 self.worker.counts["wire/bad_fence"] += 1
                 log.warning("worker %d: %s", self.worker_id, exc)
+            else:
+                if dropped:
+                    self._drop(dropped, now)
         elif cmd == "deny":
             frontier, ask = self.worker.frontier, args.get("id")
             for i, host in enumerate(args.get("hosts", [])):

@@ -170,3 +170,29 @@ def test_links_the_wire_refuses_are_refused_whole(tmp_path: Path) -> None:
         outbox.put([*records(MAX_RECORDS + 5), UrlRecord("http://h.test/\0", "h.test")], 0.0)
     assert len(outbox) == 0 and store.entries("outbox") == 0 and outbox.due(1.0) == []
     store.close(1.0)
+
+
+def test_discard_takes_a_dropped_owner_s_records_out_and_resends_the_rest_anew(
+        tmp_path: Path) -> None:
+    """A machine dropped for good: its records leave every batch (returned, to be counted);
+    the rest go again as a new batch, which the old cut's acknowledgements do not clear."""
+    store = Store(tmp_path, sync_interval=0.0)
+    outbox = Outbox(store, resend_after=5.0, max_tries=3)
+    mixed = outbox.put(records(6), 0.0)
+    only_kept = outbox.put([UrlRecord("http://h0.test/x", "h0.test", depth=1)], 0.0)
+    store.commit(0.0)
+    assert [seq for seq, _ in outbox.due(0.0)] == [mixed, only_kept]
+    taken = outbox.discard(lambda r: r.host_key == "h2.test", 1.0)
+    store.commit(1.0)
+    assert [r.url for r in taken] == ["http://h2.test/2", "http://h2.test/5"]
+    assert store.get("outbox", U64.pack(mixed)) is None and outbox.counts["outbox/discarded"] == 1
+    assert not outbox.ack(mixed, 0, 2) and not outbox.ack(mixed, 1, 2)  # the old cut's
+    (resent, data), = outbox.due(1.0)
+    assert resent > only_kept
+    assert [r.host_key for r in decode_records(data)] == ["h0.test", "h1.test"] * 2
+    assert set(outbox.pending) == {only_kept, resent}
+    assert outbox.discard(lambda r: r.host_key == "h2.test", 2.0) == []  # nothing twice
+    store.close(2.0)
+    reopened = Outbox(Store(tmp_path, sync_interval=0.0), resend_after=5.0, max_tries=3)
+    assert set(reopened.pending) == {only_kept, resent}
+    reopened.store.close(3.0)

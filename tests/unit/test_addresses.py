@@ -297,3 +297,18 @@ def test_an_own_address_keeps_no_reserve() -> None:
     st.done(slot, 0.1)
     (ask,) = st.asks(0.1)
     assert ask.want == 0
+
+
+def test_a_dropped_owner_s_addresses_pass_to_a_live_one_and_are_asked_afresh() -> None:
+    st = stock()
+    st.wait(A, 3, "h1", 0.0)
+    st.wait("10.0.0.9", 1, "h2", 0.0)
+    st.asks(0.0)
+    st.granted(3, 9, A, 1, 5.0, 0.5, 0.0)  # in hand from the owner that is gone
+    assert st.reown(lambda address: 2 if address == A else 1) == 1
+    (ask,) = st.asks(0.1)  # only the moved address asks again, of its new owner
+    assert (ask.owner, ask.address, ask.want, ask.owner_epoch, ask.returned) == (2, A, 1, 0, ())
+    assert st.take(5.0) == []  # the old owner's grant is forgotten
+    st.granted(2, 4, A, 7, 0.0, 0.5, 5.0)
+    ((job, slot),) = st.take(5.0)
+    assert job == "h1" and slot.owner == 2

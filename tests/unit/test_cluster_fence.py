@@ -79,3 +79,44 @@ def test_cluster_lease_book_loses_a_silent_machine_and_raises_its_epoch() -> Non
     assert book.sweep(7.0) == [] and book.lapses == 1
     with pytest.raises(ValueError, match="no machine"):
         book.join("z", 0.0)
+
+
+def test_a_dropped_machine_s_workers_are_named_once_and_their_keys_pass_to_live_ones() -> None:
+    from hive.core.ring import Ring
+
+    fence = Fence(enabled=True)
+    assert fence.update({"until": 10.0, "epoch": 2, "epochs": [2, 2, 3, 3]}) == frozenset()
+    assert fence.update({"until": 11.0, "epoch": 2, "epochs": [2, 2, 5, 5],
+                         "dropped": [2, 3]}) == {2, 3}
+    # Dropped for good: named again (or left out by a late grant), nothing changes.
+    assert fence.update({"until": 12.0, "epoch": 2, "epochs": [2, 2, 5, 5],
+                         "dropped": [2, 3]}) == frozenset()
+    assert fence.update({"until": 13.0, "epoch": 2, "epochs": [2, 2, 5, 5]}) == frozenset()
+    assert fence.dropped == {2, 3}
+    ring = Ring(4, 16, 0)
+    keys = [f"10.0.0.{i}" for i in range(200)]
+    moved = [k for k in keys if ring.owner(k) in (2, 3)]
+    assert moved and all(fence.owner(ring, k) in (0, 1) for k in keys)
+    assert all(fence.owner(ring, k) == ring.owner(k) for k in keys if k not in moved)
+    with pytest.raises(ValueError, match="bad fence"):
+        fence.update({"until": 1.0, "epoch": 2, "epochs": [2, 2], "dropped": [2]})
+    with pytest.raises(ValueError, match="bad fence"):  # every machine dropped: none to own
+        fence.update({"until": 1.0, "epoch": 2, "epochs": [2, 2], "dropped": [0, 1]})
+
+
+def test_cluster_lease_book_drops_only_a_lost_machine_and_for_good() -> None:
+    from hive.procs.cluster_head import LeaseBook
+
+    book = LeaseBook(["a", "b"], lease=3.0)
+    a, b = book.join("a", 0.0), book.join("b", 0.0)
+    with pytest.raises(ValueError, match="machine b is not lost"):
+        book.drop("b", 1.0)
+    assert book.renew("a", a, 2.0) and book.renew("a", a, 3.5)
+    assert book.drop("b", 3.5)  # silent past its lease: lost, then dropped
+    assert book.machines["b"].dropped and book.machines["b"].epoch > b
+    assert not book.drop("b", 4.0) and book.dropped() == ["b"]
+    assert book.join("b", 5.0) == 0  # back under its name: it may not join again
+    assert not book.renew("b", b, 5.0)
+    assert book.sweep(100.0) == ["a"]  # a dropped machine never lapses again
+    with pytest.raises(ValueError, match="no machine"):
+        book.drop("z", 100.0)
