@@ -314,8 +314,20 @@ def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
     others = [name for name in MACHINES if name != gone]
     wait_for(lambda: len(received(hive.data / "nodes" / gone / "logs")) >= 5, timeout=60,
              interval=0.1)
+    host_of = {plan.machine_of(ring.owner(host_key(web.web.url(name, "/", web.port)))).name:
+               name for name in web.web.names}
+    added = {name: web.web.url(host_of[name], "/added-by-hand", web.port) for name in MACHINES}
     cluster.kill(gone)
     try:
+        # hive add through the driver: each machine queues its own hosts' URLs; the lost
+        # machine's are not added (and said so), a bad URL is refused, as on one machine.
+        result = hive.run("add", *added.values(), "ftp://nope.test/")
+        assert result.returncode == 0, result
+        assert "added 2, already seen 0, refused 2" in result.stdout, result.stdout
+        assert f"machine_down: machine {gone} did not answer" in result.stderr, result.stderr
+        assert "add: refused scheme" in result.stderr, result.stderr
+        result = hive.run("add", *(added[name] for name in others))
+        assert result.returncode == 1 and "added 0, already seen 2, refused 0" in result.stdout
         unknown = hive.run("drop", "z")
         assert unknown.returncode == 1, unknown
         assert "no machine 'z' in this cluster (its machines: a, b, c)" in unknown.stderr
@@ -328,6 +340,18 @@ def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
         assert dropped.returncode == 0 and f"dropped machine {gone}" in dropped.stdout, dropped
         again = hive.run("drop", gone)
         assert again.returncode == 0 and "already dropped" in again.stdout, again
+        # hive deny reaches every machine left; a URL of the dropped machine's hosts is
+        # refused with the reason.
+        denied = hive.run("deny", host_of["a"] + f":{web.port}", "unknown.test")
+        assert denied.returncode == 0, denied
+        assert denied.stdout == f"denied: {host_of['a']}:{web.port}, unknown.test\n", denied
+        assert denied.stderr.count("warning") == 1 and "unknown.test is not in" in denied.stderr
+        result = hive.run("add", added[gone])
+        assert result.returncode == 1, result
+        assert "added 0, already seen 0, refused 1" in result.stdout, result.stdout
+        assert f"add: refused machine_dropped: machine {gone} was dropped" in result.stderr
+        bad = hive.run("deny", "bad host")
+        assert bad.returncode == 1 and "is not a host" in bad.stderr, bad
         shown = hive.run("status")
         assert f"{gone} (epoch" in shown.stdout and "dropped)" in shown.stdout, shown.stdout
         assert hive.state()["cluster"]["dropped"] == [gone]
@@ -340,8 +364,9 @@ def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
 
     owned = of_gone(web.in_scope_urls())
     served = {r.url for r in web.requests if r.method == "GET"}
-    # Nothing of the other machines' hosts is left undone.
-    assert web.in_scope_urls() - served <= owned
+    # Nothing of the other machines' hosts is left undone (but the host denied).
+    assert {url for url in web.in_scope_urls() - served if urlsplit(url).hostname != host_of[
+        "a"]} <= owned
     refused: list[str] = []
     found: set[str] = set()
     for name in others:

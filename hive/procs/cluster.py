@@ -14,7 +14,8 @@ cluster at ADDRESS (``auto``, ``ray://head:10001`` or a GCS ``host:port``), and:
    machine's supervisor;
 3. cuts the seeds by the ring and gives each machine the ones its workers own;
 4. runs like a supervisor: a control socket of its own in ``--data`` (so ``hive
-   status`` and ``hive stop`` work as on one machine, over every machine),
+   status``, ``stop``, ``add`` and ``deny`` work as on one machine, over every
+   machine: hive/procs/cluster_requests.py),
    ``hive.json`` there, and each second it asks every machine's status and the
    head to sweep the lapsed leases. The batch ends when every machine is quiet
    (its workers idle, its outboxes empty) and no count moved anywhere for two
@@ -57,6 +58,7 @@ from hive.errors import HiveError
 from hive.procs.cluster_head import Head
 from hive.procs.cluster_node import Node
 from hive.procs.cluster_plan import RESOURCE_PREFIX, ClusterPlan, machine_name
+from hive.procs.cluster_requests import ClusterRequests
 from hive.procs.control import ControlServer
 from hive.procs.endpoints import Endpoints, make_run_dir, remove_run_dir
 from hive.procs.lifecycle import ExitCode, Lock
@@ -67,6 +69,9 @@ log = logging.getLogger(__name__)
 POLL = 1.0
 # How long the cluster's address may take to answer a connection before hive start says so.
 CONNECT_TIMEOUT = 5.0
+# How long the driver waits for the machines' answers to a hive add or deny: within the
+# CLI's own wait for the driver (5 s).
+ASK_TIMEOUT = 3.0
 STOP_GRACE = 90.0
 # Ray's own defaults that a crawl driver does not want: its dashboard (a web server),
 # usage statistics sent home.
@@ -212,8 +217,12 @@ class ClusterDriver:
         self.run_dir = make_run_dir(self.dd.socket_dir())
         self.endpoints = Endpoints(self.run_dir)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.requests = ClusterRequests(self.plan, self.dropped, self._ask,
+                                        self.cfg.scope.max_url_length)
         self.control = ControlServer(self.ctx, self.endpoints.control, {
             "status": lambda request: self.status(), "stop": self._stop, "drop": self._drop,
+            "add": self.requests.add, "add_answer": self.requests.add_answer,
+            "deny": self.requests.deny, "deny_answer": self.requests.deny_answer,
         })
         self.poller = zmq.Poller()
         self.poller.register(self.control.socket, zmq.POLLIN)
@@ -251,6 +260,22 @@ class ClusterDriver:
         assert self.plan is not None
         return {"address": self.address, "plan": self.plan.to_dict(),
                 "dropped": sorted(self.dropped)}
+
+    def _ask(self, calls: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+        """Control requests to machines' supervisors, all at once: the answers by machine,
+        without those that did not answer within ASK_TIMEOUT (down, lost or dropped)."""
+        import ray
+        refs = {name: self.nodes[name].call.remote(cmd, args)
+                for name, (cmd, args) in calls.items() if name not in self.dropped}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=ASK_TIMEOUT)
+        answers = {}
+        for name, ref in refs.items():
+            if ref in ready:
+                try:
+                    answers[name] = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a machine's failure: no answer
+                    log.warning("machine %s did not answer: %s", name, exc)
+        return answers
 
     def _drop(self, request: dict[str, Any]) -> object:
         """``hive drop``: drop a lost machine for good (see the module docstring)."""

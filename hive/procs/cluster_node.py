@@ -213,6 +213,14 @@ class Node:
                     raise
                 time.sleep(0.2)
 
+    def call(self, cmd: str, args: dict[str, Any]) -> Any:
+        """One control request to the machine's supervisor (``hive add`` or ``deny`` through
+        the driver: hive/procs/cluster_requests.py); HiveError if it did not answer."""
+        if self.plan is None or self.process is None or not self.process.is_alive():
+            raise HiveError(f"machine {self.name} is not running")
+        with self._client() as client:
+            return client.call(cmd, **args)
+
     def status(self) -> dict[str, Any]:
         """The machine supervisor's status, or why there is none."""
         alive = self.process is not None and self.process.is_alive()
