@@ -713,24 +713,6 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
         sys.exit(1)
 
 
-def _cluster_warc_dirs(dd: DataDir) -> list[Path]:
-    """A cluster driver's data directory (``hive start --cluster``): every machine's WARC
-    directory, where ``cluster.node_data`` puts it (on a real cluster, copied there first:
-    README, "Cluster"); empty for a one-machine crawl."""
-    try:
-        state = dd.read_state()
-    except HiveError:
-        return []
-    cluster = state.get("cluster") if state else None
-    config = state.get("config") if state else None
-    if not isinstance(cluster, dict) or not isinstance(config, dict):
-        return []
-    template = config.get("cluster", {}).get("node_data", "")
-    names = [m.get("name") for m in cluster.get("plan", {}).get("machines", [])]
-    return [DataDir(Path(template.format(data=dd.root, node=name))).warc for name in names
-            if isinstance(name, str)]
-
-
 @main.command()
 @DATA
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -745,7 +727,8 @@ def index(data_dir: Path, out_path: Path | None) -> None:
 
     dd = DataDir(data_dir)
     # A cluster's machine that fetched nothing has no WARC directory; one machine's must.
-    warc_dirs = [d for d in _cluster_warc_dirs(dd) if d.is_dir()] or [dd.warc]
+    warc_dirs = [DataDir(directory).warc for _, directory, _ in dd.cluster_machines()]
+    warc_dirs = [d for d in warc_dirs if d.is_dir()] or [dd.warc]
     if not warc_dirs[0].is_dir():
         raise click.ClickException(f"{warc_dirs[0]}: no such directory (is --data a crawl?)")
     out_path = out_path if out_path is not None else dd.merged_index

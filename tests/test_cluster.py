@@ -246,6 +246,17 @@ def test_cluster_stop_is_warm_on_every_machine(
     files = {json.loads(line.split(" ", 2)[2])["filename"][:len("hive-00")]
              for line in (hive.data / "index.cdxj").read_text().splitlines()}
     assert files == {"hive-00", "hive-01", "hive-02"}, files
+    # hive report on the driver's directory: one report over every machine, a row each.
+    reported = hive.run("report", timeout=120)
+    assert reported.returncode == 0, reported.stdout + reported.stderr
+    lines = {d.name: len(crawl_lines(d)) for d in node_dirs(hive)}
+    assert f"{sum(lines.values()):,} lines from 3 crawl log file(s)" in reported.stdout, (
+        reported.stdout, lines)
+    page = (hive.data / "report.html").read_text()
+    table = page[page.index('<section id="machines">'):].split("</section>")[0]
+    for name, count in lines.items():
+        assert re.search(rf'<tr><td>{name}</td><td></td><td class="n">1</td>'
+                         rf'<td class="n">{count:,}</td>', table), (name, count, table)
 
 
 @pytest.mark.parametrize(("address", "said"), [

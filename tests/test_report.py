@@ -285,3 +285,30 @@ def test_a_directory_without_crawl_logs_is_an_error_not_a_traceback(tmp_path: Pa
     result = CliRunner().invoke(main, ["report", "--data", str(tmp_path / "none")])
     assert result.exit_code == 1
     assert "has no crawl logs" in result.output and "Traceback" not in result.output
+
+
+def test_a_clusters_report_reads_every_machines_logs_with_a_row_each(tmp_path: Path) -> None:
+    """A cluster driver's directory: one report over every machine's crawl logs and stores,
+    and a row per machine; a machine with no logs there (not copied) is named."""
+    dd = DataDir(tmp_path)
+    machines = [{"name": name} for name in ("a", "b", "c")]
+    dd.write_state({"cluster": {"plan": {"machines": machines}, "dropped": ["b"]},
+                    "config": {"cluster": {"node_data": "{data}/nodes/{node}"}}})
+    for name, worker, lines in (("a", 0, 2), ("b", 1, 1)):
+        machine = DataDir(tmp_path / "nodes" / name)
+        machine.logs.mkdir(parents=True)
+        machine.crawl_log(worker).write_text(LINE * lines)
+        Store(machine.worker(worker), sync_interval=0.0).close(0.0)
+    output, page = report(tmp_path)
+    assert "3 lines from 2 crawl log file(s)" in output
+    found = dict(re.findall(r'<section id="([a-z]+)">(.*?)</section>', page, re.S))
+    assert tuple(found) == (SECTIONS[0], "machines", *SECTIONS[1:])
+    rows = re.findall(r"<tr><td>([abc])</td><td>(\w*)</td>((?:<td class=\"n\">[\d,]+</td>)+)",
+                      found["machines"])
+    assert [(name, state, re.findall(r">([\d,]+)<", cells)[:4]) for name, state, cells in rows] \
+        == [("a", "", ["1", "2", "2", "2"]), ("b", "dropped", ["1", "1", "1", "1"])]
+    assert "No crawl logs for c (" in html.unescape(found["machines"])
+    assert "in 2 store(s)." in found["hosts"]
+    shutil.rmtree(tmp_path / "nodes")
+    result = CliRunner().invoke(main, ["report", "--data", str(tmp_path)])
+    assert result.exit_code == 1 and "none of its machines' directories" in result.output

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,12 +47,13 @@ class Domains:
     problems: list[str] = field(default_factory=list)
 
 
-def busiest_domains(data_dir: Path, n: int) -> Domains:
-    """The ``n`` registered domains with the most pages fetched across the stores."""
+def busiest_domains(data_dirs: Sequence[Path], n: int) -> Domains:
+    """The ``n`` registered domains with the most pages fetched across the stores of
+    ``data_dirs`` (one, or a cluster's machines')."""
     out = Domains()
     rows: dict[str, DomainRow] = {}
     refused: dict[tuple[str, str], int] = {}
-    for _, store in DataDir(data_dir).workers():
+    for _, store in (s for data_dir in data_dirs for s in DataDir(data_dir).workers()):
         if not DataDir.store_data(store).is_file():
             continue
         try:

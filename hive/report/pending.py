@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -35,21 +35,32 @@ class Pending:
     retrying: int = 0
     stores: int = 0
     problems: list[str] = field(default_factory=list)
+    # URLs pending (queued, in the front queues, waiting for a retry) by data directory.
+    by_dir: dict[Path, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.queued + self.front + self.retrying
 
 
-def pending_by_host(data_dir: Path, n: int) -> Pending:
-    """The ``n`` hosts with the most URLs queued across the stores of ``data_dir``."""
+def pending_by_host(data_dirs: Sequence[Path], n: int) -> Pending:
+    """The ``n`` hosts with the most URLs queued across the stores of ``data_dirs`` (one, or
+    a cluster's machines')."""
     pending = Pending()
     counts: list[tuple[str, int]] = []
-    for _, store in DataDir(data_dir).workers():
-        if not DataDir.store_data(store).is_file():
-            continue
-        try:
-            counts = heapq.nlargest(n, chain(counts, _queued(store, pending)), key=lambda r: r[1])
-        except (StoreError, ValueError, struct.error) as exc:
-            pending.problems.append(f"{store.name}: {exc}")
-            continue
-        pending.stores += 1
+    for data_dir in data_dirs:
+        before = pending.total
+        for _, store in DataDir(data_dir).workers():
+            if not DataDir.store_data(store).is_file():
+                continue
+            try:
+                counts = heapq.nlargest(n, chain(counts, _queued(store, pending)),
+                                        key=lambda r: r[1])
+            except (StoreError, ValueError, struct.error) as exc:
+                pending.problems.append(f"{store.name}: {exc}")
+                continue
+            pending.stores += 1
+        pending.by_dir[data_dir] = pending.total - before
     pending.top = [(host, queued) for host, queued in counts if queued]
     return pending
 

@@ -45,7 +45,8 @@ def render(report: Report) -> str:
         "font.family": "sans-serif", "axes.spines.top": False, "axes.spines.right": False,
     }):
         sections = [
-            _summary(report), _rates(report), _outcomes(report), _changes(report), _mimes(report),
+            _summary(report), _machines(report), _rates(report), _outcomes(report),
+            _changes(report), _mimes(report),
             _hosts(report), _domains(report), _addresses(report), _refusals(report),
             _depth(report), _waits(report), _slowest(report), _skipped(report),
         ]
@@ -152,6 +153,22 @@ def _summary(report: Report) -> str:
     rows.append(("read in (s)", round(report.seconds, 3)))
     return _section("summary", "Summary", _table(("", ""), rows),
                     "" if tally.lines else _empty("The crawl logs hold no usable line yet."))
+
+
+def _machines(report: Report) -> str:
+    """A cluster's machines, each by its own directory; nothing for one machine's crawl."""
+    if not report.machines:
+        return ""
+    rows = [(m.name, "dropped" if m.dropped else "", m.files, m.lines, m.fetches, m.pages,
+             m.size, m.pending, str(m.data_dir)) for m in report.machines if m.has_logs]
+    missing = [f"{m.name} ({m.data_dir})" for m in report.machines if not m.has_logs]
+    note = (f'<p class="note">{html.escape("No crawl logs for " + ", ".join(missing))}: their '
+            "lines are not in this report (copy each machine's directory there first).</p>"
+            if missing else "")
+    return _section("machines", "Machines", _table(
+        ("machine", "", "crawl log files", "lines", "fetches", "pages (ok)", "bytes",
+         "URLs pending", "directory"), rows), note,
+        "<p>The sections below are over every machine's crawl logs and stores.</p>")
 
 
 def _utc(t: float) -> str:

@@ -276,6 +276,25 @@ class DataDir:
         finally:
             os.close(directory)
 
+    def cluster_machines(self) -> list[tuple[str, Path, bool]]:
+        """A cluster driver's data directory (``hive start --cluster``): each machine's name,
+        data directory (where ``cluster.node_data`` puts it: on a real cluster, copied there
+        first, README "Cluster") and whether the operator dropped it; empty for a directory
+        that is no cluster's, or whose ``hive.json`` does not read."""
+        try:
+            state = self.read_state()
+        except HiveError:
+            return []
+        cluster = state.get("cluster") if state else None
+        config = state.get("config") if state else None
+        if not isinstance(cluster, dict) or not isinstance(config, dict):
+            return []
+        template = config.get("cluster", {}).get("node_data", "")
+        dropped = cluster.get("dropped") or []
+        names = [m.get("name") for m in cluster.get("plan", {}).get("machines", [])]
+        return [(name, Path(template.format(data=self.root, node=name)), name in dropped)
+                for name in names if isinstance(name, str)]
+
     def update_state(self, **changes: Any) -> dict[str, Any]:
         """Set fields of ``hive.json`` (made if there is none), keeping the others."""
         state = self.read_state() or {}
