@@ -434,10 +434,24 @@ def test_a_cluster_status_shows_every_machine_and_worker() -> None:
 
     a = {**a_status(), "machine": "a", "epoch": 3, "alive": True, "quiet": True, "outbox": 1}
     b = {**a_status(), "machine": "b", "epoch": 5, "alive": True, "rejoins": 1, "lost": True}
-    merged = merge_status([a, b, {"machine": "c", "alive": False}], data_dir="/d",
-                          started=0.0, stopping=False)
+    merged = merge_status([a, b, {"machine": "c", "alive": False},
+                           {"machine": "d", "epoch": 9, "alive": False, "lost": True,
+                            "dropped": True}], data_dir="/d", started=0.0, stopping=False)
     assert merged["totals"]["frontier/done/ok"] == 4 * 9876543 and merged["outbox"] == 1
     text = cli.format_status(merged, width=100)
     assert "a: worker 1" in text and "b: worker 0" in text and "b: splitter" in text
     assert ("machines: a (epoch 3, quiet), b (epoch 5, lost, started again 1x), "
-            "c (epoch None, down)") in text.replace("\n  ", " ")
+            "c (epoch None, down), d (epoch 9, dropped)") in text.replace("\n  ", " ")
+
+
+def test_drop_names_what_it_cannot_drop_without_a_traceback(tmp_path: Path) -> None:
+    """``hive drop`` of a one-machine hive's directory, or with no hive running: a clear
+    error (the cluster's refusals, an unknown or a live machine, are in test_cluster)."""
+    one = tmp_path / "one"
+    one.mkdir()
+    DataDir(one).write_state({"pid": None, "ring": {"procs": 1, "vnodes": 1, "seed": 0}})
+    result = CliRunner().invoke(cli.main, ["drop", "a", "--data", str(one)])
+    assert result.exit_code == 1 and "is not a cluster's" in result.output, result.output
+    result = CliRunner().invoke(cli.main, ["drop", "a", "--data", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "no hive is running" in result.output, result.output
+    assert "Traceback" not in result.output

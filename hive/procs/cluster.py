@@ -291,7 +291,10 @@ class ClusterDriver:
             raise ValueError(why)
         self.dropped.add(name)
         self.dd.update_state(cluster=self._cluster_state())
-        ray.kill(self.nodes[name], no_restart=True)
+        try:
+            ray.kill(self.nodes[name], no_restart=True)
+        except Exception as exc:  # noqa: BLE001 - dropped all the same: the head refuses it
+            log.warning("machine %s: its node actor was not killed: %s", name, exc)
         log.warning("machine %s dropped by the operator: the others refuse the URLs of its "
                     "hosts (refusals/machine_dropped)", name)
         return {"machine": name, "dropped": True}

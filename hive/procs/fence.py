@@ -98,8 +98,8 @@ class Fence:
         return True
 
     def owner(self, ring: Ring, key: str) -> int:
-        """``key``'s owner on ``ring``, or, if a dropped machine's worker owns it, the next
-        worker of the ring that is not dropped (the same at every worker)."""
+        """``key``'s owner on ``ring``, or, if a dropped machine's worker owns it, a live
+        worker chosen by that owner's id (the same at every worker that knows the drop)."""
         owner = ring.owner(key)
         if owner not in self.dropped:
             return owner

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,14 +182,15 @@ class Outbox:
         self.counts["outbox/acked"] += 1
         return True
 
-    def discard(self, drop: Callable[[UrlRecord], bool], now: float) -> list[UrlRecord]:
-        """Take the records ``drop`` names out of every batch (in the open transaction); the
-        records taken. A batch that had any is replaced by a new one of the rest, if any:
-        acknowledgements of the old cut are then ignored (its sequence number is gone) and
-        the rest is sent and admitted again (admission is idempotent). A batch that does not
-        decode is left for ``due`` to quarantine."""
+    def discard(self, drop: Callable[[UrlRecord], bool],
+                now: float) -> Iterator[list[UrlRecord]]:
+        """Take the records ``drop`` names out of every batch (in the open transaction),
+        yielding each batch's taken (memory holds one batch at a time, however many wait). A
+        batch that had any is replaced by a new one of the rest, if any: acknowledgements of
+        the old cut are then ignored (its sequence number is gone) and the rest is sent and
+        admitted again (admission is idempotent). A batch that does not decode is left for
+        ``due`` to quarantine."""
         self._open = None
-        taken: list[UrlRecord] = []
         for seq in list(self.pending):
             key = U64.pack(seq)
             data = self.store.get("outbox", key)
@@ -203,12 +204,11 @@ class Outbox:
             self.store.delete("outbox", key)
             del self.pending[seq]
             self.counts["outbox/discarded"] += 1
-            taken += gone
             kept = [record for record in records if not drop(record)]
             if kept:
                 self.put(kept, now)
+            yield gone
         self._open = None
-        return taken
 
     def _quarantine(self, seq: int, reason: str) -> None:
         log.error("outbox: batch %d quarantined: %s", seq, reason)

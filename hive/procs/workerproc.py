@@ -134,15 +134,16 @@ class WorkerProcess:
     def _drop(self, workers: frozenset[int], now: float) -> None:
         """Workers of a machine dropped for good: what the outbox holds for them is refused,
         and their addresses pass to live owners."""
-        owner = self.ring.owner
-        discarded = self.outbox.discard(lambda r: owner(r.host_key) in workers, now)
-        self._refuse_dropped(discarded, now)
+        owner, discarded = self.ring.owner, 0
+        for gone in self.outbox.discard(lambda r: owner(r.host_key) in workers, now):
+            self._refuse_dropped(gone, now)
+            discarded += len(gone)
         self.worker.frontier.commit(now)
         if self.worker.addresses is not None:
             ring, fence = self.ring, self.fence
             self.worker.addresses.reown(lambda address: fence.owner(ring, address))
         log.warning("worker %d: workers %s dropped: %d URLs held for them refused",
-                    self.worker_id, sorted(workers), len(discarded))
+                    self.worker_id, sorted(workers), discarded)
 
     def _refuse_dropped(self, records: list[UrlRecord], now: float) -> None:
         note = self.worker.frontier.refusals.note
