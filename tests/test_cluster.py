@@ -330,6 +330,8 @@ def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
     added = {name: web.web.url(host_of[name], "/added-by-hand", web.port) for name in MACHINES}
     cluster.kill(gone)
     try:
+        wait_for(lambda: not machines(hive).get(gone, {}).get("alive", True), timeout=30,
+                 interval=0.2)
         # hive add through the driver: each machine queues its own hosts' URLs; the lost
         # machine's are not added (and said so), a bad URL is refused, as on one machine.
         result = hive.run("add", *added.values(), "ftp://nope.test/")
@@ -411,3 +413,11 @@ def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
         result = subprocess.run(hive.command("verify", "--data", str(directory)), env=hive.env,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
+    # The machine has joined Ray again under its name: a start on the same directory keeps it
+    # dropped (the same plan and ring, nothing started for it) and ends the batch at once.
+    before = (hive.data / "nodes" / gone / "logs" / "supervisor.log").stat().st_size
+    text = finish(hive.start(1, "--cluster", cluster.address), timeout=120)
+    assert "the batch ended" in text, text[-2000:]
+    assert (hive.data / "nodes" / gone / "logs" / "supervisor.log").stat().st_size == before
+    assert hive.state()["cluster"]["dropped"] == [gone]
+    assert Ring.from_params(hive.state()["ring"]) == ring

@@ -33,7 +33,10 @@ under its name (the stores and WARCs are all it is); or ``hive drop NAME``
 ``hive.json``: ``cluster.dropped``): the machine's node actor is killed for
 good, the other machines refuse, with a count, every URL of its hosts they held
 or find later (hive/procs/cluster_head.py), and the batch ends without it. Its
-own frontier is left on its disk, as it was.
+own frontier is left on its disk, as it was. A start on the same data directory
+keeps it dropped: it keeps its place in the plan (so the ring stays the same),
+is dropped at the head before any machine starts, and is not started even if a
+machine of its name has joined; its hosts' seeds are left out, counted.
 
 Ray (the ``cluster`` extra) is imported in the methods that use it, so a plain install
 imports this module without it (tests/test_install.py).
@@ -57,7 +60,7 @@ from hive.core.record import UrlRecord
 from hive.errors import HiveError
 from hive.procs.cluster_head import Head
 from hive.procs.cluster_node import Node
-from hive.procs.cluster_plan import RESOURCE_PREFIX, ClusterPlan, machine_name
+from hive.procs.cluster_plan import RESOURCE_PREFIX, ClusterPlan, Machine, machine_name
 from hive.procs.cluster_requests import ClusterRequests
 from hive.procs.control import ControlServer
 from hive.procs.endpoints import Endpoints, make_run_dir, remove_run_dir
@@ -187,6 +190,12 @@ class ClusterDriver:
             raise HiveError(f"--cluster {self.address}: cannot reach the Ray cluster: "
                             f"{exc}") from exc
         names = machines_of(ray.nodes())  # type: ignore[no-untyped-call]
+        before = self._dropped_before()
+        if before is not None:
+            self.dropped.update(m.name for m in before)
+            for name in sorted(self.dropped.intersection(names)):
+                log.warning("machine %s was dropped for good: it does not start", name)
+            names = [name for name in names if name not in self.dropped]
         if not names:
             raise HiveError(f"--cluster {self.address}: no machine has joined with a resource "
                             f"{RESOURCE_PREFIX}<name> (ray start --resources "
@@ -205,6 +214,9 @@ class ClusterDriver:
                 name=f"hive-node-{name}",
             ).remote(self.head, name, str(self.data_dir), cfg_data)
         described = ray.get([node.describe.remote() for node in self.nodes.values()])
+        # A machine dropped for good keeps its place (and so the ring) without running.
+        described += [{"name": m.name, "host": m.host, "server_key": m.server_key,
+                       "client_cert": m.client_cert} for m in before or ()]
         hive = self.cfg.hive
         try:
             self.plan = ClusterPlan.draw(described, self.procs, hive.vnodes, hive.ring_seed,
@@ -212,6 +224,10 @@ class ClusterDriver:
         except ValueError as exc:
             raise HiveError(str(exc)) from exc
         ray.get(self.head.set_plan.remote(self.plan.to_dict()))
+        for name in sorted(self.dropped):
+            why = ray.get(self.head.drop.remote(name))
+            if why:
+                raise HiveError(f"machine {name}: {why}")
         ray.get([node.start.remote(self.plan.to_dict()) for node in self.nodes.values()])
         self._give_seeds()
         self.run_dir = make_run_dir(self.dd.socket_dir())
@@ -236,15 +252,40 @@ class ClusterDriver:
         log.info("hive %s started on a cluster of %d machines (%s), %d workers", __version__,
                  len(names), ", ".join(names), self.plan.procs)
 
+    def _dropped_before(self) -> list[Machine] | None:
+        """The machines this data directory's last run dropped for good (its ``hive.json``),
+        as its plan placed them; None if it dropped none."""
+        try:
+            state = self.dd.read_state()
+        except HiveError:
+            return None
+        cluster = state.get("cluster") if state else None
+        if not isinstance(cluster, dict) or not cluster.get("dropped"):
+            return None
+        try:
+            plan = ClusterPlan.from_dict(cluster["plan"])
+            return [plan.machine(name) for name in cluster["dropped"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HiveError(f"{self.dd.state_file}: its cluster's dropped machines do not "
+                            f"read: {exc}") from exc
+
     def _give_seeds(self) -> None:
-        """Each machine gets the seeds its workers own, through its supervisor's ``add``."""
+        """Each machine gets the seeds its workers own, through its supervisor's ``add``;
+        those of a dropped machine's hosts are counted and left out."""
         import ray
         assert self.plan is not None
         ring = self.plan.ring()
         cut: dict[str, list[str]] = {}
+        refused = 0
         for record in self.seeds:
             owner = self.plan.machine_of(ring.owner(record.host_key))
+            if owner.name in self.dropped:
+                refused += 1
+                continue
             cut.setdefault(owner.name, []).append(record.url)
+        if refused:
+            log.warning("seeds: %d of the hosts of dropped machines left out "
+                        "(machine_dropped)", refused)
         ray.get([self.nodes[name].add.remote(urls) for name, urls in cut.items()])
         log.info("seeds: %d given to %d machines", len(self.seeds), len(cut))
 
@@ -281,11 +322,12 @@ class ClusterDriver:
         """``hive drop``: drop a lost machine for good (see the module docstring)."""
         import ray
         name = request.get("machine")
+        if isinstance(name, str) and name in self.dropped:
+            return {"machine": name, "dropped": False}
+        assert self.plan is not None
         if not isinstance(name, str) or name not in self.nodes:
             raise ValueError(f"no machine {str(name)[:40]!r} in this cluster (its machines: "
-                             f"{', '.join(sorted(self.nodes))})")
-        if name in self.dropped:
-            return {"machine": name, "dropped": False}
+                             f"{', '.join(m.name for m in self.plan.machines)})")
         why = ray.get(self.head.drop.remote(name), timeout=10)
         if why:
             raise ValueError(why)
@@ -316,7 +358,7 @@ class ClusterDriver:
 
     def status(self) -> dict[str, Any]:
         statuses = [self.last.get(name, {"machine": name, "alive": False})
-                    for name in sorted(self.nodes)]
+                    for name in sorted(set(self.nodes) | self.dropped)]
         for status in statuses:
             standing = self.book.get(status["machine"], {})
             status["lost"] = standing.get("lost", False)
