@@ -27,7 +27,7 @@ A grant also names the workers of the machines the operator dropped for good
 (``dropped``: hive/procs/cluster_head.py): the worker discards what its outbox
 holds for them and refuses the links to their hosts it finds later, each URL
 counted (hive/procs/workerproc.py), and an address one of them owned is granted
-by the next live owner on the ring (:meth:`Fence.owner`).
+by a live worker (:meth:`Fence.owner`).
 
 Seeds and ``hive add`` URLs (origin the supervisor) never cross machines: the
 driver gives each machine's supervisor only the seeds its own workers own, so

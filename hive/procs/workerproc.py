@@ -63,9 +63,9 @@ DRAIN_PER_TURN = 200
 # Answers to the supervisor's adds and denies (see ``_answer``) ride in the stats reports for
 # ANSWER_TTL seconds (hive add and deny wait 10 s for them), ANSWERS of them at most.
 ANSWERS = 512
+ANSWER_TTL = 60.0
 # The refusal reason of a URL a machine dropped for good owned.
 DROPPED = "machine_dropped"
-ANSWER_TTL = 60.0
 # How long a thread may hold the GIL while another waits for it. A worker's fetch threads
 # hand it over themselves at every socket wait; the interpreter's forced hand-over (every
 # 5 ms by default) only cuts the stretches of Python that run without one (a page's parse,
