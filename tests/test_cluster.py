@@ -367,6 +367,9 @@ def test_cluster_machine_gone_for_good_is_dropped_with_a_count(
         assert bad.returncode == 1 and "is not a host" in bad.stderr, bad
         shown = hive.run("status")
         assert f"{gone} (epoch" in shown.stdout and "dropped)" in shown.stdout, shown.stdout
+        # What the others held for it, refused at their next grant, shows in the status.
+        wait_for(lambda: "machine_dropped" in hive.run("status").stdout, timeout=20,
+                 interval=0.2)
         assert hive.state()["cluster"]["dropped"] == [gone]
         text = finish(process, timeout=120)
     finally:
