@@ -287,13 +287,19 @@ exited with.
               help="Run across the machines of a Ray cluster (auto, ray://head:10001 or a GCS "
                    "host:port): --procs workers on each machine that joined with a resource "
                    "hive-node-<name>; needs pip install 'hive-crawler[cluster]'.")
+@click.option("--machines", metavar="NAMES", callback=lambda ctx, param, value: _machines(value),
+              help="With --cluster: the machines to crawl on, comma-separated (default: every "
+                   "one joined). Other machines or --procs than the last start's resize the "
+                   "crawl first, moving hosts between machines.")
 @_set_option("Override one config key, as `hive -s` does before the command.")
 @pass_config
 def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
           resolve: tuple[str, ...], allow_private: bool, allow_net: tuple[str, ...],
           max_pages: int, detach: bool, quiet: bool, recreate_missing: bool,
           dedup_from: Path | None, recrawl_from: tuple[Path, ...], cluster: str | None,
-          overrides: tuple[str, ...]) -> None:
+          machines: tuple[str, ...], overrides: tuple[str, ...]) -> None:
+    if machines and cluster is None:
+        raise click.BadParameter("--machines needs --cluster", param_hint="--machines")
     cfg = _network(_with_overrides(cfg, overrides), resolve, allow_private, allow_net)
     if dedup_from is not None:
         cfg = cfg.replace(warc={"dedup_from": str(dedup_from.resolve())})
@@ -308,7 +314,8 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
         if detach or recrawl_from or dedup_from:
             raise click.BadParameter("--cluster runs in the foreground, without --detach, "
                                      "--recrawl-from or --dedup-from", param_hint="--cluster")
-        _start_cluster(cfg, data_dir, cluster, procs or cfg.hive.procs, records, max_pages)
+        _start_cluster(cfg, data_dir, cluster, procs or cfg.hive.procs, records, max_pages,
+                       machines)
         return
     if detach:
         _detach(data_dir)
@@ -322,8 +329,24 @@ def start(cfg: Config, procs: int | None, seeds: str | None, data_dir: Path,
     sys.exit(supervisor.exit_code)
 
 
+def _machines(value: str | None) -> tuple[str, ...]:
+    """``--machines a,b``: the names, each one a machine may have."""
+    from hive.procs.cluster_plan import check_name
+
+    names = tuple(name.strip() for name in (value or "").split(",") if name.strip())
+    try:
+        for name in names:
+            check_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--machines") from exc
+    if value is not None and not names:
+        raise click.BadParameter("expected machine names, comma-separated",
+                                 param_hint="--machines")
+    return names
+
+
 def _start_cluster(cfg: Config, data_dir: Path, address: str, procs: int,
-                   seeds: list[UrlRecord], max_pages: int) -> None:
+                   seeds: list[UrlRecord], max_pages: int, machines: tuple[str, ...]) -> None:
     """``hive start --cluster``: the driver (hive/procs/cluster.py) in this process."""
     from hive.procs.lifecycle import Runner, setup_logging
 
@@ -336,7 +359,7 @@ def _start_cluster(cfg: Config, data_dir: Path, address: str, procs: int,
         setup_logging(cfg.log.level, DataDir(data_dir).log_file("supervisor"), "supervisor")
     except OSError as exc:
         raise click.ClickException(f"--data {data_dir}: {describe(exc)}") from exc
-    driver = ClusterDriver(cfg, data_dir, address, procs, seeds, max_pages)
+    driver = ClusterDriver(cfg, data_dir, address, procs, seeds, max_pages, machines)
     runner = Runner(driver, "cluster", stop=driver.signalled)
     try:
         if runner.run() != 0:

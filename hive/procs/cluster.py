@@ -48,7 +48,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,13 @@ from hive.procs.cluster_head import Head
 from hive.procs.cluster_node import Node
 from hive.procs.cluster_plan import RESOURCE_PREFIX, ClusterPlan, Machine, machine_name
 from hive.procs.cluster_requests import ClusterRequests
+from hive.procs.cluster_resize import (
+    Call,
+    ClusterResize,
+    resize_if_changed,
+    resize_pending,
+    taking_part,
+)
 from hive.procs.control import ControlServer
 from hive.procs.endpoints import Endpoints, make_run_dir, remove_run_dir
 from hive.procs.lifecycle import ExitCode, Lock
@@ -145,8 +152,11 @@ class ClusterDriver:
     """The ``hive start --cluster`` process: a Runner role over the cluster's machines."""
 
     def __init__(self, cfg: Config, data_dir: Path, address: str, procs: int,
-                 seeds: Sequence[UrlRecord] = (), max_pages: int = 0) -> None:
+                 seeds: Sequence[UrlRecord] = (), max_pages: int = 0,
+                 machines: Sequence[str] = ()) -> None:
         self.cfg = cfg
+        self.machines = list(machines)
+        self.resized: ClusterResize | None = None
         self.data_dir = data_dir.resolve()
         self.dd = DataDir(self.data_dir)
         self.address = address
@@ -189,14 +199,14 @@ class ClusterDriver:
             self.lock.release()
             raise HiveError(f"--cluster {self.address}: cannot reach the Ray cluster: "
                             f"{exc}") from exc
-        names = machines_of(ray.nodes())  # type: ignore[no-untyped-call]
+        joined = machines_of(ray.nodes())  # type: ignore[no-untyped-call]
         before = self._dropped_before()
         if before is not None:
             self.dropped.update(m.name for m in before)
-            for name in sorted(self.dropped.intersection(names)):
+            for name in sorted(self.dropped.intersection(joined)):
                 log.warning("machine %s was dropped for good: it does not start", name)
-            names = [name for name in names if name not in self.dropped]
-        if not names:
+            joined = [name for name in joined if name not in self.dropped]
+        if not joined:
             raise HiveError(f"--cluster {self.address}: no machine has joined with a resource "
                             f"{RESOURCE_PREFIX}<name> (ray start --resources "
                             f"'{{\"{RESOURCE_PREFIX}a\": 1}}')")
@@ -208,12 +218,13 @@ class ClusterDriver:
         self.head = ray.remote(Head).options(num_cpus=0, name="hive-head",
                                              scheduling_strategy=beside).remote(cluster.lease)
         cfg_data = self.cfg.to_dict()
-        for name in names:
+        names, involved = self._machines(joined)
+        for name in involved:
             self.nodes[name] = ray.remote(Node).options(
                 num_cpus=0, resources={RESOURCE_PREFIX + name: 1}, max_restarts=-1,
                 name=f"hive-node-{name}",
             ).remote(self.head, name, str(self.data_dir), cfg_data)
-        described = ray.get([node.describe.remote() for node in self.nodes.values()])
+        described = ray.get([self.nodes[name].describe.remote() for name in names])
         # A machine dropped for good keeps its place (and so the ring) without running.
         described += [{"name": m.name, "host": m.host, "server_key": m.server_key,
                        "client_cert": m.client_cert} for m in before or ()]
@@ -223,6 +234,14 @@ class ClusterDriver:
                                          cluster, hive.ring_key)
         except ValueError as exc:
             raise HiveError(str(exc)) from exc
+        if self.dropped and resize_pending(self.dd, self.plan):
+            raise HiveError(
+                f"machine {', '.join(sorted(self.dropped))} was dropped for good: a resize "
+                f"(machines or --procs other than the last start's) cannot place its hosts; "
+                f"start with the last start's machines and --procs")
+        self.resized = resize_if_changed(self.dd, self.plan, RayMachines(self.nodes), involved)
+        for name in set(involved) - set(names):  # drained: it left the cluster
+            ray.kill(self.nodes.pop(name))
         ray.get(self.head.set_plan.remote(self.plan.to_dict()))
         for name in sorted(self.dropped):
             why = ray.get(self.head.drop.remote(name))
@@ -251,6 +270,27 @@ class ClusterDriver:
         })
         log.info("hive %s started on a cluster of %d machines (%s), %d workers", __version__,
                  len(names), ", ".join(names), self.plan.procs)
+        if self.resized is not None:
+            log.info("%s", self.resized.summary())
+
+    def _machines(self, joined: list[str]) -> tuple[list[str], list[str]]:
+        """The machines of this start's plan (``--machines``, else every one joined), and
+        every one it must reach: those, and any that may hold part of the crawl (the last
+        start's plan, an unfinished resize), which must have joined."""
+        for name in self.machines:
+            if name not in joined:
+                raise HiveError(f"--machines: machine {name} has not joined the cluster "
+                                f"(joined: {', '.join(joined)})")
+        names = sorted(self.machines) or joined
+        involved = [name for name in taking_part(self.dd.read_state(), names)
+                    if name not in self.dropped]  # its stores are out of reach for good
+        absent = [name for name in involved if name not in joined]
+        if absent:
+            raise HiveError(
+                f"machine {', '.join(absent)} holds part of this crawl (in the plan of its "
+                f"last start, or of an unfinished resize) but has not joined the cluster: "
+                f"join it under its name ({RESOURCE_PREFIX}<name>) and start again")
+        return names, involved
 
     def _dropped_before(self) -> list[Machine] | None:
         """The machines this data directory's last run dropped for good (its ``hive.json``),
@@ -363,8 +403,11 @@ class ClusterDriver:
             standing = self.book.get(status["machine"], {})
             status["lost"] = standing.get("lost", False)
             status["dropped"] = status["machine"] in self.dropped
-        return merge_status(statuses, data_dir=str(self.data_dir), started=self.started,
-                            stopping=self.stopping)
+        merged = merge_status(statuses, data_dir=str(self.data_dir), started=self.started,
+                              stopping=self.stopping)
+        if self.resized is not None:
+            merged["resize"] = self.resized.to_dict()
+        return merged
 
     def totals(self) -> dict[str, float]:
         """The machines' totals summed, as of the last poll that heard from every one."""
@@ -460,3 +503,37 @@ class ClusterDriver:
             remove_run_dir(self.run_dir)
         self.lock.release()
         log.info("cluster hive stopped: %s", self.ended or "stopped")
+
+
+class RayMachines:
+    """A cluster resize's machines (hive/procs/cluster_resize.py), reached through their
+    node actors' ``resize`` (hive/procs/cluster_node.py)."""
+
+    def __init__(self, nodes: Mapping[str, Any]) -> None:
+        self.nodes = nodes
+
+    def call(self, calls: Sequence[Call]) -> list[Any]:
+        return list(self._get([self.nodes[name].resize.remote(step, *args)
+                               for name, step, args in calls]))
+
+    def pipe(self, source: Call, dest: Call) -> Any:
+        name, step, args = source
+        ref = self.nodes[name].resize.remote(step, *args)
+        name, step, args = dest
+        # The ref as an argument: Ray hands its value to the destination's actor directly,
+        # from the source's machine, not through this process.
+        return self._get(self.nodes[name].resize.remote(step, *args, ref))
+
+    @staticmethod
+    def _get(refs: Any) -> Any:
+        """The steps' results; a step's error as itself (a HiveError names it), without
+        Ray's traceback."""
+        import ray
+        from ray.exceptions import RayTaskError
+        try:
+            return ray.get(refs)
+        except RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, HiveError | OSError):
+                raise HiveError(f"cluster resize: {cause}") from None
+            raise

@@ -15,9 +15,10 @@ disk in the usual layout (hive/storage/datadir.py). It differs in three ways:
   grant over as a ``fence`` request (``until``, its epoch, every worker's
   epoch); the supervisor passes it to its workers as a command at once and
   keeps the latest for ``status`` (hive/procs/fence.py).
-- **Its ring is the plan's.** A start whose hive.json records another ring is
-  refused: a cluster resize is offline, as on one machine, but moves hosts
-  between machines' disks, and is not built yet.
+- **Its ring is the plan's.** The driver resizes the machines' stores to a new
+  plan before any machine starts (hive/procs/cluster_resize.py), each
+  machine's hive.json then records the new ring; a start whose hive.json
+  records another ring (a resize that did not run) is refused.
 
 Seeds and ``hive add`` URLs reach it through ``add`` on its control socket, each
 already one its own workers own (the driver cuts them by the ring), so its
@@ -73,7 +74,7 @@ class MachineSupervisor(Supervisor):
         ring = previous.get("ring") if previous is not None else None
         if isinstance(ring, dict) and ring != self._ring():
             raise HiveError(f"{self.dd.state_file} records the ring {ring}, the cluster's plan "
-                            f"is {self._ring()}: a cluster resize is offline and not built yet")
+                            f"is {self._ring()}: hive start --cluster resizes the machines first")
         for i in self.workers:
             directory = self.dd.worker(i)
             with store_released(directory, f"the store of worker {i}"):

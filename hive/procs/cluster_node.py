@@ -221,6 +221,15 @@ class Node:
         with self._client() as client:
             return client.call(cmd, **args)
 
+    def resize(self, step: str, *args: Any) -> Any:
+        """Run a step of a cluster resize on this machine's stores; refused while it
+        crawls (hive/procs/cluster_resize.py)."""
+        from hive.procs.cluster_resize import STEPS  # noqa: PLC0415 - only for a resize
+
+        if self.process is not None and self.process.is_alive():
+            raise HiveError(f"machine {self.name} is crawling: a cluster resize is offline")
+        return STEPS[step](self.data_dir, self.cfg, self.name, *args)
+
     def status(self) -> dict[str, Any]:
         """The machine supervisor's status, or why there is none."""
         alive = self.process is not None and self.process.is_alive()

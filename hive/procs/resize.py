@@ -88,6 +88,14 @@ renamed ``worker-NN.retired-<UTC time>``; its quarantine (poison batches, never
 resent) stays in it. Only when every store is done is the new ring written to
 ``hive.json``: until then every ``start`` resizes again.
 
+Where the stores are is a :class:`Layout`: a slot number names a store (on one machine
+the worker id), and the layout says where its directory is, which slot a host of a given
+owner goes to, where a drained store's outbox batches go and how a drained store is
+retired. One machine's layout (:meth:`Layout.machine`) is the one described above; a
+cluster resize (hive/procs/cluster_resize.py) gives each machine one whose slots are its
+own workers' stores and a transfer store per other machine, and moves hosts with this
+module's steps: one owner of the move, on every machine.
+
 Cost: one pass over every store's hosts and front, plus the moved hosts' data.
 Memory is a few integers per moved host, 9 bytes per moved front entry and 25
 per moved retry,
@@ -148,6 +156,30 @@ OUTBOX_CHUNK = 100
 DRAINED = ("hosts", "front", "back", "urls", "outbox")
 
 Checkpoint = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a resize's stores are, by slot: ``path(slot)`` is a store's directory,
+    ``place(owner)`` the slot a host owned by worker ``owner`` goes to, ``outbox`` the
+    store whose outbox takes a drained store's unacknowledged batches, and
+    ``retire(slot, path)`` puts a drained store away (its new name)."""
+
+    path: Callable[[int], Path]
+    place: Callable[[int], int]
+    outbox: Path
+    retire: Callable[[int, Path], str]
+
+    @classmethod
+    def machine(cls, dd: DataDir) -> Layout:
+        """One data directory's: slot = worker id, a drained store renamed retired."""
+
+        def retire(worker_id: int, path: Path) -> str:
+            target = dd.retired(worker_id)
+            path.rename(target)
+            return target.name
+
+        return cls(dd.worker, lambda owner: owner, dd.supervisor, retire)
 
 
 @dataclass(slots=True)
@@ -301,11 +333,11 @@ def resize(
     result = Resize(old if isinstance(old, int) else None, procs)
     started = time.monotonic()
     log.info("resize: moving hosts from ring %s to %s", previous, ring.params)
-    mover = _Mover(dd, cfg, ring, time.time() if now is None else now,
-                   checkpoint or (lambda step: None), result)
+    mover = Mover(Layout.machine(dd), cfg, ring, time.time() if now is None else now,
+                  checkpoint or (lambda step: None), result)
     try:
         for worker_id, _ in dd.workers():
-            mover.move_out(worker_id)
+            mover.move_out(worker_id, drain=worker_id >= ring.procs)
     finally:
         mover.close()
     dd.update_state(ring=ring.params, procs=ring.procs)
@@ -334,12 +366,15 @@ class _Store(NamedTuple):
         self.lock.release()
 
 
-class _Mover:
+class Mover:
+    """Moves hosts between the stores of a :class:`Layout`, each held open (and locked)
+    from its first use to :meth:`close`."""
+
     def __init__(
-        self, dd: DataDir, cfg: Config, ring: Ring, now: float, checkpoint: Checkpoint,
+        self, layout: Layout, cfg: Config, ring: Ring, now: float, checkpoint: Checkpoint,
         result: Resize,
     ) -> None:
-        self.dd = dd
+        self.layout = layout
         self.cfg = cfg
         self.ring = ring
         self.now = now
@@ -348,12 +383,12 @@ class _Mover:
         self.min_delay = cfg.politeness.min_delay
         self.stores: dict[int, _Store] = {}
 
-    def store(self, worker_id: int) -> DurableStore:
-        opened = self.stores.get(worker_id)
+    def store(self, slot: int) -> DurableStore:
+        opened = self.stores.get(slot)
         if opened is None:
-            opened = _Store.open(self.dd.worker(worker_id), self.cfg.frontier.map_size_mb)
+            opened = _Store.open(self.layout.path(slot), self.cfg.frontier.map_size_mb)
             opened.store.write(_domain_rows)
-            self.stores[worker_id] = opened
+            self.stores[slot] = opened
         return opened.store
 
     def close(self) -> None:
@@ -361,11 +396,12 @@ class _Mover:
             store.close()
         self.stores.clear()
 
-    def move_out(self, worker_id: int) -> None:
-        """Move out of one store every host it does not own; retire it if beyond the ring."""
+    def move_out(self, worker_id: int, drain: bool) -> None:
+        """Move out of one store every host the layout places elsewhere; with ``drain``
+        (a store the new ring has no place for), empty it and retire it."""
         src = self.store(worker_id)
         with src.read() as txn:
-            moves, front, retries = scan(txn, worker_id, self.ring)
+            moves, front, retries = scan(txn, worker_id, self.ring, self.layout.place)
         for batch in batches(moves):
             dest = self.store(batch[0].dest)
             with src.read() as txn:
@@ -379,7 +415,7 @@ class _Mover:
         # worker under the new ring (hive.procs.plan, hive.procs.dedup): the lines one worker
         # read as another's may now be its own.
         src.write(delete_keys, "meta", [META_RECRAWL_FROM, META_DEDUP_FROM])
-        if worker_id >= self.ring.procs:
+        if drain:
             self._orphans(worker_id, src)
             self._outbox(src)
             self._retire(worker_id, src)
@@ -406,7 +442,8 @@ class _Mover:
             start = chunk[-1][0] + b"\0"
             by_dest: dict[int, list[tuple[bytes, bytes]]] = {}
             for key, value in chunk:
-                dest = payload_owner(value, self.ring)
+                owner = payload_owner(value, self.ring)
+                dest = None if owner is None else self.layout.place(owner)
                 if dest is not None and dest != worker_id:
                     by_dest.setdefault(dest, []).append((key, value))
             for dest, items in sorted(by_dest.items()):
@@ -425,9 +462,8 @@ class _Mover:
                 return
             by_dest: dict[int, list[tuple[bytes, bytes]]] = {}
             for key, value in chunk:
-                by_dest.setdefault(U64.unpack_from(key)[0] % self.ring.procs, []).append(
-                    (key, value)
-                )
+                owner = U64.unpack_from(key)[0] % self.ring.procs
+                by_dest.setdefault(self.layout.place(owner), []).append((key, value))
             for dest, items in sorted(by_dest.items()):
                 self.store(dest).write(copy_urls, items)
                 self.checkpoint("copied")
@@ -436,11 +472,23 @@ class _Mover:
                 self._count(worker_id, dest, 0, Tally(urls=len(items)))
             self.checkpoint("deleted")
 
+    def drain_outbox(self, path: Path) -> None:
+        """Hand the unacknowledged batches of the store at ``path``, one that is no slot of
+        the layout (a supervisor's, on a machine leaving a cluster), to the layout's outbox."""
+        opened = _Store.open(path, self.cfg.frontier.map_size_mb)
+        try:
+            self._outbox(opened.store)
+        finally:
+            opened.close()
+
     def _outbox(self, src: DurableStore) -> None:
-        """Hand the store's unacknowledged batches to the supervisor's outbox, once each."""
+        """Hand the store's unacknowledged batches to the layout's outbox, once each."""
         marker = resize_marker(src.path.name)
         hive = self.cfg.hive
-        store = Store(self.dd.supervisor, sync_interval=0.0)
+        for slot, opened in list(self.stores.items()):  # one environment per file
+            if opened.store.path == self.layout.outbox:
+                self.stores.pop(slot).close()
+        store = Store(self.layout.outbox, sync_interval=0.0)
         try:
             outbox = Outbox(store, resend_after=hive.resend_after, max_tries=hive.max_tries)
             while True:
@@ -481,25 +529,24 @@ class _Mover:
                 "retired: see hive verify"
             )
         self.stores.pop(worker_id).close()
-        target = self.dd.retired(worker_id)
-        src.path.rename(target)
-        self.result.retired.append(target.name)
-        log.info("resize: worker-%02d is drained and retired as %s", worker_id, target.name)
+        name = self.layout.retire(worker_id, src.path)
+        self.result.retired.append(name)
+        log.info("resize: %s is drained and retired as %s", src.path.name, name)
 
 
 # -- the steps: pure functions of store transactions ------------------------------------
 
 
 def scan(
-    txn: Txn, worker_id: int, ring: Ring
+    txn: Txn, worker_id: int, ring: Ring, place: Callable[[int], int] = lambda owner: owner,
 ) -> tuple[list[Move], dict[int, bytearray], dict[int, bytearray]]:
-    """The hosts of a store that ``ring`` gives to another store, their front keys (9 bytes
-    each, concatenated per host) from one pass over the front, and their retries keys (25
-    bytes each) from one pass over the retries."""
+    """The hosts of store ``worker_id`` that ``ring`` gives to an owner ``place`` puts in
+    another store, their front keys (9 bytes each, concatenated per host) from one pass over
+    the front, and their retries keys (25 bytes each) from one pass over the retries."""
     sizes: dict[int, tuple[int, int]] = {}
     for key, value in txn.items("hosts"):
         state = HostState.decode(value)
-        owner = ring.owner(state.host_key)  # by its ring key (hive.core.keys)
+        owner = place(ring.owner(state.host_key))  # by its ring key (hive.core.keys)
         if owner != worker_id:
             sizes[U64.unpack(key)[0]] = owner, 1 + state.queued + state.admitted
     front: dict[int, bytearray] = {}

@@ -14,6 +14,10 @@
     DATA/warc/               WARC files (``.open`` while written), each closed one with its
                              ``.cdxj`` index beside it (hive/fetch/warc.py names them)
     DATA/keys/               the hive's CURVE keys (hive/procs/curve.py)
+    DATA/transfer/           only during a cluster resize (hive/procs/cluster_resize.py):
+                             to-<machine>/ the hosts leaving for that machine (to-<machine>.
+                             <token>/ once sent), from-<machine>-<token>/ those received from
+                             it (``.part`` while received); each a worker store
     DATA/index.cdxj          ``hive index``'s merged CDXJ index, unless ``--out`` names another
     DATA/report.html         ``hive report``'s page, unless ``--out`` names another
     DATA/recrawl.jsonl       a recrawl's plan (``hive start --recrawl-from``; ``.part`` while
@@ -160,6 +164,30 @@ class DataDir:
         """The worker id a directory name is the store of; None if it is none's."""
         m = WORKER_DIR.fullmatch(name)
         return int(m.group(1)) if m else None
+
+    @property
+    def transfers(self) -> Path:
+        """A cluster resize's transfer stores (hive/procs/cluster_resize.py)."""
+        return self.root / "transfer"
+
+    def outgoing(self, machine: str) -> Path:
+        """The store of the hosts a cluster resize sends to ``machine``."""
+        return self.transfers / f"to-{machine}"
+
+    def sealed(self, machine: str, token: str) -> Path:
+        """The store for ``machine`` once its transfer ``token`` began: it takes no more."""
+        return self.transfers / f"to-{machine}.{token}"
+
+    def incoming(self, machine: str, token: str) -> Path:
+        """The store of the hosts received from ``machine`` in its transfer ``token``."""
+        return self.transfers / f"from-{machine}-{token}"
+
+    def transfer_stores(self) -> list[Path]:
+        """The transfer stores there are, whole (not ``.part``), by name."""
+        if not self.transfers.is_dir():
+            return []
+        return sorted(d for d in self.transfers.iterdir()
+                      if d.is_dir() and not d.name.endswith(".part"))
 
     def worker(self, worker_id: int) -> Path:
         """Worker ``worker_id``'s directory: its LMDB store and lock."""
