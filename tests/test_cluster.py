@@ -111,9 +111,10 @@ def node_dirs(hive: Hive) -> list[Path]:
     return [hive.data / "nodes" / name for name in MACHINES]
 
 
-def check_cluster_crawl(web: WebProcess, hive: Hive, allowed_repeats: int = 0) -> None:
+def check_cluster_crawl(web: WebProcess, hive: Hive, allowed_repeats: int = 0,
+                        machines: tuple[str, ...] = MACHINES) -> None:
     """Polite at the server, every page fetched, nothing fetched twice (beyond
-    ``allowed_repeats``), every machine's stores whole."""
+    ``allowed_repeats``), the stores of every machine of ``machines`` whole."""
     requests = web.requests
     gaps = dict.fromkeys(web.web.names, DELAY)
     gaps.update(web.web.crawl_delay)
@@ -129,6 +130,8 @@ def check_cluster_crawl(web: WebProcess, hive: Hive, allowed_repeats: int = 0) -
     repeated = duplicates(requests)
     assert sum(n - 1 for n in repeated.values()) <= allowed_repeats, repeated
     for directory in node_dirs(hive):
+        if directory.name not in machines:
+            continue
         result = subprocess.run(hive.command("verify", "--data", str(directory)), env=hive.env,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -213,6 +216,44 @@ def test_cluster_machine_frozen_past_its_lease_is_fenced(
     assert restarted > thawed
     sent = [r for r in web.requests if r.host in hosts and thawed < r.received < restarted]
     assert sent == [], sent[:3]
+
+
+def test_cluster_resize_adds_a_machine_then_removes_one(
+        cluster: RayCluster, tmp_path: Path, web: WebProcess) -> None:
+    """Part of the test web crawled on machines a and b, stopped; started on a, b and c
+    (every machine joined): the resize moves c's new worker's hosts to it, whole, through
+    Ray; stopped again; started with ``--machines a,c``: b is drained into a and c and
+    leaves. The crawl then ends complete and polite, nothing fetched twice, every store
+    of the machines that stay verified."""
+    # A second between a host's fetches: 18 hosts fetch at most 18 pages a second, so
+    # --max-pages (counted each second) stops each start with most of the web to go.
+    hive = cluster_hive(tmp_path, web, politeness={"min_delay": 1.0, "max_delay": 1.0})
+    first = hive.start(1, "--cluster", cluster.address, "--machines", "a,b", "--max-pages", "20")
+    finish(first, timeout=120, code=ExitCode.MAX_PAGES)
+    assert not (hive.data / "nodes" / "c").exists()
+    grown = hive.start(1, "--cluster", cluster.address, "--max-pages", "20")
+    finish(grown, timeout=120, code=ExitCode.MAX_PAGES)
+    log = (hive.data / "logs" / "supervisor.log").read_text()
+    assert "cluster resized from a,b (2 workers) to a,b,c (3 workers)" in log, log[-3000:]
+    assert machine_urls(hive)["c"], "c crawled the hosts it was given"
+    shrunk = hive.start(1, "--cluster", cluster.address, "--machines", "a,c")
+    text = finish(shrunk, timeout=180)
+    assert "the batch ended" in text, text[-2000:]
+    log = (hive.data / "logs" / "supervisor.log").read_text()
+    assert "cluster resized from a,b,c (3 workers) to a,c (2 workers)" in log, log[-3000:]
+    b = json.loads((hive.data / "nodes" / "b" / "hive.json").read_text())
+    assert b["left_cluster"] is True
+    assert not list((hive.data / "nodes" / "b").glob("worker-??")), "b's stores retired"
+    assert list((hive.data / "nodes" / "b").glob("worker-??.retired-*"))
+    check_cluster_crawl(web, hive, machines=("a", "c"))
+    assert fetched_by_two_machines(hive) == set()
+    # hive index still reaches b's WARCs: a machine that left keeps what it archived.
+    indexed = hive.run("index", timeout=60)
+    assert indexed.returncode == 0, indexed.stdout + indexed.stderr
+    files = {json.loads(line.split(" ", 2)[2])["filename"]
+             for line in (hive.data / "index.cdxj").read_text().splitlines()}
+    archived = {path.name for path in (hive.data / "nodes" / "b" / "warc").glob("*.warc.gz")}
+    assert archived and archived <= files, (archived, files)
 
 
 def worker_opened(log: Path) -> list[float]:

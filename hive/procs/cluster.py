@@ -65,6 +65,7 @@ from hive.procs.cluster_requests import ClusterRequests
 from hive.procs.cluster_resize import (
     Call,
     ClusterResize,
+    left_cluster,
     resize_if_changed,
     resize_pending,
     taking_part,
@@ -156,6 +157,7 @@ class ClusterDriver:
                  machines: Sequence[str] = ()) -> None:
         self.cfg = cfg
         self.machines = list(machines)
+        self.left: list[str] = []
         self.resized: ClusterResize | None = None
         self.data_dir = data_dir.resolve()
         self.dd = DataDir(self.data_dir)
@@ -249,6 +251,8 @@ class ClusterDriver:
                 raise HiveError(f"machine {name}: {why}")
         ray.get([node.start.remote(self.plan.to_dict()) for node in self.nodes.values()])
         self._give_seeds()
+        self.left = left_cluster(self.dd.read_state(),
+                                 staying={m.name for m in self.plan.machines})
         self.run_dir = make_run_dir(self.dd.socket_dir())
         self.endpoints = Endpoints(self.run_dir)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
@@ -270,8 +274,6 @@ class ClusterDriver:
         })
         log.info("hive %s started on a cluster of %d machines (%s), %d workers", __version__,
                  len(names), ", ".join(names), self.plan.procs)
-        if self.resized is not None:
-            log.info("%s", self.resized.summary())
 
     def _machines(self, joined: list[str]) -> tuple[list[str], list[str]]:
         """The machines of this start's plan (``--machines``, else every one joined), and
@@ -337,10 +339,11 @@ class ClusterDriver:
         return {"stopping": True}
 
     def _cluster_state(self) -> dict[str, Any]:
-        """``hive.json``'s ``cluster``: the address, the plan and the machines dropped."""
+        """``hive.json``'s ``cluster``: the address, the plan, the machines dropped and
+        those a resize drained (they keep their WARCs and logs: hive index, hive report)."""
         assert self.plan is not None
         return {"address": self.address, "plan": self.plan.to_dict(),
-                "dropped": sorted(self.dropped)}
+                "dropped": sorted(self.dropped), "left": self.left}
 
     def _ask(self, calls: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         """Control requests to machines' supervisors, all at once: the answers by machine,

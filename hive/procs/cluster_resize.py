@@ -20,23 +20,31 @@ through a shared disk:
    that runs it. A store the plan has no place for on this machine (a worker
    now elsewhere, a store received, a transfer for a machine no longer in the
    plan) is drained: its orphan URL states and payload-index entries go the
-   same way, its unacknowledged outbox batches to this machine's supervisor
-   outbox — or, on a machine that leaves the cluster, to the transfer store of
-   the plan's first machine, with its supervisor's outbox — and it is retired
+   same way, and each record of its unacknowledged outbox batches to the
+   supervisor's outbox of the machine that owns it (here, or through that
+   machine's transfer store: a supervisor's batch is acknowledged to the
+   supervisor of the machine that admits it); a supervisor's outbox holding a
+   record another machine now owns is split so too, set aside first as a store
+   ``transfer/supervisor`` drained like one received. It is retired
    (a worker store renamed ``worker-NN.retired-<time>``, a transfer store
    removed). Same steps, same copy-before-delete transactions, same
    crash-safety as on one machine: each host is whole in one store or two,
    and the next settle finishes it by the new plan alone.
-2. **Ship** each transfer store that holds anything to its machine: the driver
-   asks the source for its LMDB file in chunks of :data:`CHUNK` bytes (an
-   object ref each) and hands each ref to the destination's node actor, so
-   the bytes go from machine to machine through Ray's object store, not
-   through the driver. The destination writes ``from-<source>-<token>.part``,
-   fsyncs it and renames it whole; only then does the source delete its
-   ``to-<machine>``. The token is made once per transfer store and kept in
-   it: a transfer sent again after a crash (the destination has it, whole or
-   already imported, which leaves a ``.done`` mark) is recognized and not
-   written twice.
+2. **Ship** each transfer store that holds anything to its machine. The
+   source first seals it: renames ``to-<machine>`` to ``to-<machine>.<token>``,
+   a token of its own, so no host joins a transfer once the destination may
+   have it (a later settle starts a new ``to-<machine>``). The driver then asks
+   the source for its LMDB file in chunks of :data:`CHUNK` bytes (an object ref
+   each) and hands each ref to the destination's node actor, so the bytes go
+   from machine to machine through Ray's object store, not through the driver.
+   The destination writes ``from-<source>-<token>.part``, fsyncs it and renames
+   it whole; only then does the source delete its sealed store. A transfer sent
+   again after a crash is recognized by its token (the destination has it
+   whole, or imported it, which leaves a ``from-<source>-<token>.done`` mark)
+   and not written twice. A sealed store for a machine no longer in the plan is
+   drained instead, like one received: the destination may hold a copy too, and
+   both copies of a host meet at its new owner's store, where the second is
+   skipped (a store holding a host keeps it).
 3. **Settle again**: a received store is one the plan has no place for, so its
    hosts go to their owners' stores there. Rounds repeat until no machine holds
    a transfer store (two for one plan; at most :data:`ROUNDS`).
@@ -76,6 +84,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hive.config import Config
+from hive.core.ring import Ring
+from hive.core.wire import decode_records
 from hive.errors import HiveError
 from hive.procs.cluster_plan import ClusterPlan
 from hive.procs.resize import DRAINED, Layout, Mover, Resize
@@ -112,6 +122,8 @@ def settle(data_dir: Path, cfg: Config, name: str, plan_data: Mapping[str, Any],
     slot_of_worker = [w if w in mine else OUTGOING - order.index(plan.machine_of(w).name)
                       for w in range(ring.procs)]
     paths: dict[int, Path] = {OUTGOING - k: dd.outgoing(other) for k, other in enumerate(order)}
+    now = time.time() if now is None else now
+    _set_aside_supervisor_outbox(dd, cfg, ring, now, slot_of_worker)
     sources: list[tuple[int, bool]] = []
     for worker, path in dd.workers():
         if DataDir.store_data(path).exists():
@@ -133,18 +145,17 @@ def settle(data_dir: Path, cfg: Config, name: str, plan_data: Mapping[str, Any],
         _remove_store(path, mark=path.name.startswith("from-"))
         return f"{path.name} (imported)"
 
-    leaving = name not in order
+    # A record of an outbox batch goes to the supervisor's outbox of its owner's machine:
+    # a supervisor's batch is acknowledged to the supervisor of the machine that admits it.
+    outbox_of_worker = [dd.supervisor if slot >= 0 else paths[slot] for slot in slot_of_worker]
     layout = Layout(lambda slot: paths.get(slot) or dd.worker(slot),
-                    slot_of_worker.__getitem__,
-                    paths[OUTGOING] if leaving else dd.supervisor, retire)
+                    slot_of_worker.__getitem__, outbox_of_worker.__getitem__,
+                    (dd.supervisor, *(paths[OUTGOING - k] for k in range(len(order)))), retire)
     result = Resize(None, ring.procs)
-    mover = Mover(layout, cfg, ring, time.time() if now is None else now,
-                  lambda step: None, result)
+    mover = Mover(layout, cfg, ring, now, lambda step: None, result)
     try:
         for slot, drain in sources:
             mover.move_out(slot, drain)
-        if leaving and DataDir.store_data(dd.supervisor).exists():
-            mover.drain_outbox(dd.supervisor)
     finally:
         mover.close()
     report = _report(result, order)
@@ -157,6 +168,38 @@ def settle(data_dir: Path, cfg: Config, name: str, plan_data: Mapping[str, Any],
     log.info("cluster resize: machine %s: %d hosts moved within it, %s sent, %d received",
              name, report["kept"], report["sent"] or "none", report["received"])
     return report
+
+
+def _set_aside_supervisor_outbox(dd: DataDir, cfg: Config, ring: Ring, now: float,
+                                 slot_of_worker: list[int]) -> None:
+    """A supervisor's batch is acknowledged to the supervisor of the machine whose worker
+    admits it (hive/procs/cluster_machine.py), so one holding a record that another machine
+    now owns could never be acknowledged here. Such an outbox goes whole, batch by batch
+    (resize.py's markers), to a store of its own, ``transfer/supervisor``, which the settle
+    then drains like a store received: each record to its owner's machine's supervisor."""
+    if not DataDir.store_data(dd.supervisor).exists():
+        return
+    with read_only(dd.supervisor) as txn:
+        elsewhere = False
+        for _, data in txn.items("outbox"):
+            try:
+                records = decode_records(data)
+            except ValueError:
+                elsewhere = True  # the mover names it
+            else:
+                elsewhere = any(slot_of_worker[ring.owner(r.host_key)] < 0 for r in records)
+            if elsewhere:
+                break
+    if not elsewhere:
+        return
+    aside = dd.transfers / "supervisor"
+    layout = Layout(dd.worker, lambda owner: owner, lambda owner: aside, (aside,),
+                    lambda slot, path: path.name)
+    mover = Mover(layout, cfg, ring, now, lambda step: None, Resize(None, ring.procs))
+    try:
+        mover.drain_outbox(dd.supervisor)
+    finally:
+        mover.close()
 
 
 def _report(result: Resize, order: list[str]) -> dict[str, Any]:
@@ -461,6 +504,17 @@ def taking_part(state: Mapping[str, Any] | None, chosen: Sequence[str]) -> list[
     return sorted(names)
 
 
+def left_cluster(state: Mapping[str, Any] | None, names: Sequence[str] = (),
+                 staying: set[str] | None = None) -> list[str]:
+    """The machines that left the crawl in a resize (they keep its WARCs and crawl logs):
+    those the driver's ``hive.json`` records, and ``names`` not ``staying``."""
+    cluster = state.get("cluster") if state else None
+    recorded = cluster.get("left") if isinstance(cluster, Mapping) else None
+    left = {str(n) for n in recorded} if isinstance(recorded, list) else set()
+    left |= set(names) - (staying or set(names))
+    return sorted(left - (staying or set()))
+
+
 def needs_resize(old: ClusterPlan, plan: ClusterPlan) -> bool:
     """True if a worker's hosts are elsewhere in ``plan``: another ring, or another slice."""
     def slices(p: ClusterPlan) -> list[tuple[str, int, int]]:
@@ -492,7 +546,9 @@ def resize_if_changed(dd: DataDir, plan: ClusterPlan, machines: Machines,
     result = run(machines, old, plan, names, now)
     state = dd.read_state() or {}
     state.pop("cluster_resize", None)
-    state["cluster"] = {**state.get("cluster", {}), "plan": plan.to_dict()}
+    staying = {m.name for m in plan.machines}
+    state["cluster"] = {**state.get("cluster", {}), "plan": plan.to_dict(),
+                        "left": left_cluster(state, names, staying)}
     state.update(ring=plan.ring().params, procs=plan.procs)
     dd.write_state(state)
     log.info("%s", result.summary())

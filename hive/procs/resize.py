@@ -161,13 +161,15 @@ Checkpoint = Callable[[str], None]
 @dataclass(frozen=True)
 class Layout:
     """Where a resize's stores are, by slot: ``path(slot)`` is a store's directory,
-    ``place(owner)`` the slot a host owned by worker ``owner`` goes to, ``outbox`` the
-    store whose outbox takes a drained store's unacknowledged batches, and
-    ``retire(slot, path)`` puts a drained store away (its new name)."""
+    ``place(owner)`` the slot a host owned by worker ``owner`` goes to, ``outbox(owner)``
+    the store whose outbox takes a drained store's unacknowledged records for that owner
+    (``outboxes``: every store it may name), and ``retire(slot, path)`` puts a drained
+    store away (its new name)."""
 
     path: Callable[[int], Path]
     place: Callable[[int], int]
-    outbox: Path
+    outbox: Callable[[int], Path]
+    outboxes: tuple[Path, ...]
     retire: Callable[[int, Path], str]
 
     @classmethod
@@ -179,7 +181,8 @@ class Layout:
             path.rename(target)
             return target.name
 
-        return cls(dd.worker, lambda owner: owner, dd.supervisor, retire)
+        return cls(dd.worker, lambda owner: owner, lambda owner: dd.supervisor,
+                   (dd.supervisor,), retire)
 
 
 @dataclass(slots=True)
@@ -482,23 +485,21 @@ class Mover:
             opened.close()
 
     def _outbox(self, src: DurableStore) -> None:
-        """Hand the store's unacknowledged batches to the layout's outbox, once each."""
+        """Hand the store's unacknowledged batches to the layout's outboxes, each record to
+        the outbox that takes its owner's, once each: a marker in each target, committed
+        with the copy, says the batch is there, until the source's outbox is empty."""
         marker = resize_marker(src.path.name)
-        hive = self.cfg.hive
-        for slot, opened in list(self.stores.items()):  # one environment per file
-            if opened.store.path == self.layout.outbox:
-                self.stores.pop(slot).close()
-        store = Store(self.layout.outbox, sync_interval=0.0)
+        targets: dict[Path, tuple[Store, Outbox]] = {}
         try:
-            outbox = Outbox(store, resend_after=hive.resend_after, max_tries=hive.max_tries)
+            for path in self.layout.outboxes:
+                if DataDir.store_data(path).exists():
+                    self._open_outbox(targets, path)
             while True:
                 with src.read() as txn:
                     chunk = list(islice(txn.items("outbox"), OUTBOX_CHUNK))
                 if not chunk:
                     break
                 for key, data in chunk:
-                    if store.get("meta", marker + key) is not None:
-                        continue
                     try:
                         records = decode_records(data)
                     except ValueError as exc:
@@ -506,20 +507,43 @@ class Mover:
                             f"{src.path}: outbox batch {U64.unpack(key)[0]} is undecodable "
                             f"({exc}); see hive verify"
                         ) from exc
-                    outbox.put(records, self.now)
-                    store.put("meta", marker + key, b"")
+                    by_target: dict[Path, list[UrlRecord]] = {}
+                    for record in records:
+                        path = self.layout.outbox(self.ring.owner(record.host_key))
+                        by_target.setdefault(path, []).append(record)
+                    for path, part in by_target.items():
+                        store, outbox = self._open_outbox(targets, path)
+                        if store.get("meta", marker + key) is None:
+                            outbox.put(part, self.now)
+                            store.put("meta", marker + key, b"")
                     self.result.outbox_batches += 1
-                store.commit(self.now)
+                for store, _ in targets.values():
+                    store.commit(self.now)
                 self.checkpoint("copied")
                 src.write(delete_keys, "outbox", [key for key, _ in chunk])
                 self.checkpoint("deleted")
-            done = [key for key, _ in store.range("meta", marker)]
-            for key in done:
-                store.delete("meta", key)
+            for store, _ in targets.values():
+                for key in [key for key, _ in store.range("meta", marker)]:
+                    store.delete("meta", key)
         except BaseException:
-            store.abandon()
+            for store, _ in targets.values():
+                store.abandon()
             raise
-        store.close(self.now)
+        for store, _ in targets.values():
+            store.close(self.now)
+
+    def _open_outbox(self, targets: dict[Path, tuple[Store, Outbox]],
+                     path: Path) -> tuple[Store, Outbox]:
+        opened = targets.get(path)
+        if opened is None:
+            for slot, held in list(self.stores.items()):  # one environment per file
+                if held.store.path == path:
+                    self.stores.pop(slot).close()
+            store = Store(path, sync_interval=0.0)
+            hive = self.cfg.hive
+            opened = targets[path] = store, Outbox(store, resend_after=hive.resend_after,
+                                                   max_tries=hive.max_tries)
+        return opened
 
     def _retire(self, worker_id: int, src: DurableStore) -> None:
         left = {name: n for name in DRAINED if (n := src.entries(name))}

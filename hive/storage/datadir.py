@@ -320,6 +320,7 @@ class DataDir:
         template = config.get("cluster", {}).get("node_data", "")
         dropped = cluster.get("dropped") or []
         names = [m.get("name") for m in cluster.get("plan", {}).get("machines", [])]
+        names += cluster.get("left") or []  # machines a resize drained keep WARCs and logs
         return [(name, Path(template.format(data=self.root, node=name)), name in dropped)
                 for name in names if isinstance(name, str)]
 
