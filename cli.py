@@ -723,6 +723,10 @@ def verify(data_dir: Path, limit: int, replay_quarantine: bool) -> None:
     config = state.get("config")
     scope = config.get("scope") if isinstance(config, dict) else None
     session_ids = scope.get("session_ids", []) if isinstance(scope, dict) else []
+    if state.get("left_cluster"):
+        click.echo(f"{data_dir}: machine {state.get('machine')} left the cluster in a resize; "
+                   "it holds no store of the crawl (its drained ones are worker-NN.retired-*)")
+        return
     # One machine of a cluster holds its slice of the ring's workers (hive.json: workers).
     slice_ = state.get("workers")
     workers = range(slice_[0], slice_[0] + slice_[1]) if isinstance(slice_, list) else None

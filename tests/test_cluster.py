@@ -237,6 +237,16 @@ def test_cluster_resize_adds_a_machine_then_removes_one(
     assert "cluster resized from a,b (2 workers) to a,b,c (3 workers)" in log, log[-3000:]
     assert machine_urls(hive)["c"], "c crawled the hosts it was given"
     shrunk = hive.start(1, "--cluster", cluster.address, "--machines", "a,c")
+    wait_for(lambda: hive.status() is not None, timeout=60, interval=0.2)
+    status = hive.status()
+    assert status is not None and status["resize"]["to"] == ["a", "c"], status
+    # A resize is offline: a start while the crawl runs is refused, naming why.
+    refused = subprocess.run(hive.command("start", "--cluster", cluster.address, "--machines",
+                                          "a,b", "--data", str(hive.data), "--seeds",
+                                          str(hive.seeds)),
+                             env=hive.env, cwd=hive.env["PYTHONPATH"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 1 and "is in use by pid" in refused.stderr, refused
     text = finish(shrunk, timeout=180)
     assert "the batch ended" in text, text[-2000:]
     log = (hive.data / "logs" / "supervisor.log").read_text()
@@ -245,6 +255,9 @@ def test_cluster_resize_adds_a_machine_then_removes_one(
     assert b["left_cluster"] is True
     assert not list((hive.data / "nodes" / "b").glob("worker-??")), "b's stores retired"
     assert list((hive.data / "nodes" / "b").glob("worker-??.retired-*"))
+    verified = subprocess.run(hive.command("verify", "--data", str(hive.data / "nodes" / "b")),
+                              env=hive.env, capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 0 and "left the cluster" in verified.stdout, verified
     check_cluster_crawl(web, hive, machines=("a", "c"))
     assert fetched_by_two_machines(hive) == set()
     # hive index still reaches b's WARCs: a machine that left keeps what it archived.
