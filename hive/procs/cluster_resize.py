@@ -34,7 +34,8 @@ through a shared disk:
    source first seals it: renames ``to-<machine>`` to ``to-<machine>.<token>``,
    a token of its own, so no host joins a transfer once the destination may
    have it (a later settle starts a new ``to-<machine>``). The driver then asks
-   the source for its LMDB file in chunks of :data:`CHUNK` bytes (an object ref
+   the source for a compacted copy of its LMDB file (made once, kept in it) in
+   chunks of :data:`CHUNK` bytes (an object ref
    each) and hands each ref to the destination's node actor, so the bytes go
    from machine to machine through Ray's object store, not through the driver.
    The destination writes ``from-<source>-<token>.part``, fsyncs it and renames
@@ -83,6 +84,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import lmdb
+
 from hive.config import Config
 from hive.core.ring import Ring
 from hive.core.wire import decode_records
@@ -91,6 +94,7 @@ from hive.procs.cluster_plan import ClusterPlan
 from hive.procs.resize import DRAINED, Layout, Mover, Resize
 from hive.storage.datadir import DataDir
 from hive.storage.modes import read_only
+from hive.storage.schema import DB_NAMES
 from hive.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -103,6 +107,7 @@ ROUNDS = 4
 OUTGOING = -1
 SOURCES = -1_000_000
 DONE = ".done"
+SHIPPED = "shipped.mdb"
 
 Call = tuple[str, str, tuple[Any, ...]]
 
@@ -278,10 +283,36 @@ def seal(data_dir: Path, cfg: Config, name: str, target: str) -> str | None:
     return made
 
 
+def _shipped_file(sealed: Path) -> Path:
+    """What a sealed store sends: a compacted copy of it, made once (LMDB's copy writes
+    only the pages in use, in order: fewer bytes, and a file whose size matches its last
+    page, which a store a transaction freed pages at the end of may not)."""
+    shipped = sealed / SHIPPED
+    if not shipped.exists():
+        scratch = sealed / "compacting"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        env = lmdb.open(str(sealed), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
+        try:
+            env.copy(str(scratch), compact=True)
+        finally:
+            env.close()
+        copied = DataDir.store_data(scratch)
+        fd = os.open(copied, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        copied.rename(shipped)
+        _fsync_dir(sealed)
+        shutil.rmtree(scratch)
+    return shipped
+
+
 def read(data_dir: Path, cfg: Config, name: str, target: str, token: str, offset: int,
          size: int) -> bytes:
     """``size`` bytes (fewer at its end) of transfer ``token`` to ``target``, from ``offset``."""
-    with DataDir.store_data(DataDir(data_dir).sealed(target, token)).open("rb") as f:
+    with _shipped_file(DataDir(data_dir).sealed(target, token)).open("rb") as f:
         f.seek(offset)
         return f.read(size)
 
