@@ -235,7 +235,10 @@ def test_cluster_resize_adds_a_machine_then_removes_one(
     finish(grown, timeout=120, code=ExitCode.MAX_PAGES)
     log = (hive.data / "logs" / "supervisor.log").read_text()
     assert "cluster resized from a,b (2 workers) to a,b,c (3 workers)" in log, log[-3000:]
-    assert machine_urls(hive)["c"], "c crawled the hosts it was given"
+    # Machine c was added last: the hosts that moved all went to it.
+    flows = re.search(r"\d+ hosts moved between machines \(([^)]*)\)", log)
+    assert flows and flows[1] != "none", log[-3000:]
+    assert all(flow.split()[0].endswith("->c") for flow in flows[1].split(", ")), flows[1]
     shrunk = hive.start(1, "--cluster", cluster.address, "--machines", "a,c")
     wait_for(lambda: hive.status() is not None, timeout=60, interval=0.2)
     status = hive.status()

@@ -278,3 +278,21 @@ def test_kill_9_mid_resize_then_another_plan(root: Path, point: str, count: int)
     assert resize_if_changed(DataDir(root / "driver"), new, machines_at(root, everyone),
                              everyone, now=NOW) is not None
     check_resized(before, root, new, ["c"], links_once=False)
+
+
+def test_a_start_must_reach_every_machine_that_may_hold_hosts(root: Path) -> None:
+    """The machines of the last start's plan and of an unfinished resize take part in the
+    next start, which is refused, naming them, while one has not joined; --machines names
+    only machines that joined."""
+    from hive.errors import HiveError
+    from hive.procs.cluster import ClusterDriver
+
+    driver = ClusterDriver(CFG, root / "driver", "auto", 2, machines=["a", "c"])
+    assert driver._machines(["a", "b", "c"]) == (["a", "c"], ["a", "b", "c"])
+    with pytest.raises(HiveError, match="machine b holds part of this crawl"):
+        driver._machines(["a", "c"])
+    with pytest.raises(HiveError, match="--machines: machine c has not joined"):
+        driver._machines(["a", "b"])
+    DataDir(root / "driver").update_state(cluster_resize={"machines": ["a", "b", "d"]})
+    with pytest.raises(HiveError, match="machine d holds part"):
+        ClusterDriver(CFG, root / "driver", "auto", 2)._machines(["a", "b", "c"])
