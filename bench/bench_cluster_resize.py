@@ -26,8 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import lmdb
-
 from hive import config
 from hive.core.keys import HOST
 from hive.core.record import UrlRecord
@@ -38,7 +36,7 @@ from hive.procs.cluster_plan import ClusterPlan
 from hive.procs.cluster_resize import LocalMachines, resize_if_changed, taking_part
 from hive.procs.resize import resize
 from hive.storage.datadir import DataDir
-from hive.storage.schema import DB_NAMES
+from hive.storage.modes import compact_copy
 
 NOW = 1000.0
 
@@ -79,11 +77,7 @@ def compact(store: Path) -> None:
     hive.storage.store.check_file refuses as truncated (reported, not fixed here)."""
     scratch = store.with_name(store.name + ".compact")
     scratch.mkdir()
-    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
-    try:
-        env.copy(str(scratch), compact=True)
-    finally:
-        env.close()
+    compact_copy(store, scratch)
     (scratch / "data.mdb").replace(store / "data.mdb")
     shutil.rmtree(scratch)
 

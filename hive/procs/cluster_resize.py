@@ -84,8 +84,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import lmdb
-
 from hive.config import Config
 from hive.core.ring import Ring
 from hive.core.wire import decode_records
@@ -93,8 +91,7 @@ from hive.errors import HiveError
 from hive.procs.cluster_plan import ClusterPlan
 from hive.procs.resize import DRAINED, Layout, Mover, Resize
 from hive.storage.datadir import DataDir
-from hive.storage.modes import read_only
-from hive.storage.schema import DB_NAMES
+from hive.storage.modes import compact_copy, read_only
 from hive.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -292,17 +289,7 @@ def _shipped_file(sealed: Path) -> Path:
         scratch = sealed / "compacting"
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
-        env = lmdb.open(str(sealed), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
-        try:
-            env.copy(str(scratch), compact=True)
-        finally:
-            env.close()
-        copied = DataDir.store_data(scratch)
-        fd = os.open(copied, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        copied = compact_copy(sealed, scratch)
         copied.rename(shipped)
         _fsync_dir(sealed)
         shutil.rmtree(scratch)

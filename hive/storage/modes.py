@@ -7,6 +7,8 @@ store lacks reads as empty, and ``Txn.missing`` names it. :class:`DurableStore`
 is resize's: every write step runs in a transaction of its own, committed with
 fsync (resize deletes a host at its source only once its copy is durable), and
 a step that fills the map is run again from the start on a map twice the size.
+:func:`compact_copy` writes a stopped store's compacted copy (a cluster resize
+ships one).
 
 Both hand their callers a :class:`Txn`, a transaction addressed by database
 name (hive/storage/schema.py has the names and layouts). LMDB's failures leave
@@ -15,6 +17,7 @@ this module as StoreError naming the store.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -190,3 +193,26 @@ class DurableStore:
 
     def close(self) -> None:
         self.env.close()
+
+
+def compact_copy(path: Path, target: Path) -> Path:
+    """Write a compacted copy of the stopped store at ``path`` into the empty directory
+    ``target`` (LMDB's copy: only the pages in use, in order, so the file's size matches
+    its last page) and fsync it; the copy's data file."""
+    try:
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(DB_NAMES) + 2)
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot open store at {path}: {exc}") from exc
+    try:
+        env.copy(str(target), compact=True)
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot copy the store at {path}: {exc}") from exc
+    finally:
+        env.close()
+    copied = target / "data.mdb"
+    fd = os.open(copied, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return copied
