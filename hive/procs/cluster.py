@@ -11,7 +11,10 @@ cluster at ADDRESS (``auto``, ``ray://head:10001`` or a GCS ``host:port``), and:
    (hive/procs/cluster_plan.py: ``--procs`` workers per machine, one ring over
    all of them, each machine's address and public keys) from what the nodes
    describe, and hands it to the head and then to every node, which starts its
-   machine's supervisor;
+   machine's supervisor; ``--machines`` names the plan's machines (default: every
+   one joined). A plan other than the last start's is a resize, done first, offline,
+   through the node actors (hive/procs/cluster_resize.py), with every machine that
+   may hold part of the crawl, which must have joined;
 3. cuts the seeds by the ring and gives each machine the ones its workers own;
 4. runs like a supervisor: a control socket of its own in ``--data`` (so ``hive
    status``, ``stop``, ``add`` and ``deny`` work as on one machine, over every
