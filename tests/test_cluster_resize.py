@@ -300,3 +300,14 @@ def test_a_start_must_reach_every_machine_that_may_hold_hosts(root: Path) -> Non
     DataDir(root / "driver").update_state(cluster_resize={"machines": ["a", "b", "d"]})
     with pytest.raises(HiveError, match="machine d holds part"):
         ClusterDriver(CFG, root / "driver", "auto", 2)._machines(["a", "b", "c"])
+
+
+def test_a_resize_is_pending_on_another_plan_or_an_unfinished_one(root: Path) -> None:
+    from hive.procs.cluster_resize import resize_pending
+
+    driver = DataDir(root / "driver")
+    assert not resize_pending(driver, plan(["a", "b"], 2))
+    assert resize_pending(driver, plan(["a", "b"], 3))
+    assert resize_pending(driver, plan(["a", "c"], 2)), "the same ring on other machines"
+    driver.update_state(cluster_resize={"machines": ["a", "b", "c"]})
+    assert resize_pending(driver, plan(["a", "b"], 2)), "one left unfinished"
