@@ -25,8 +25,14 @@ LMDB trusts its two meta pages, so a truncated file is read past its end
 (SIGBUS, no message) and overwritten meta pages give ``MDB_INVALID``. The
 check reads both meta pages (LMDB 0.9's layout: magic ``0xBEEFC0DE``, version
 1, page size, last page, transaction id, the two core databases' roots) and
-refuses a file with no valid meta page, or whose newest valid one names pages
-the file does not hold. Damage inside the data pages passes it; LMDB reports
+refuses a file with no valid meta page, or whose newest valid one names a root
+the file does not hold. A file shorter than the newest meta's last page is not
+damaged by that alone: LMDB counts in it the pages a transaction allocated and
+freed again before its commit, and never writes them, so a healthy store can
+end a few pages short. Such a file is read whole, every record of every
+database, by a child process (:func:`_reads_whole`): a truncation that cut a
+page a record lives on kills the child with SIGBUS, not this process, and the
+file is refused. Damage inside the data pages passes the check; LMDB reports
 some of that (``MDB_CORRUPTED``, which every opener turns into StoreError),
 and records that do not decode are the readers' to quarantine.
 """
@@ -36,6 +42,8 @@ from __future__ import annotations
 import functools
 import os
 import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,9 +68,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _meta(data: bytes, offset: int) -> tuple[int, int, int] | None:
-    """(page size, last page, transaction id) of the meta page at ``offset``, or None if it
-    is not one."""
+def _meta(data: bytes, offset: int) -> tuple[int, int, int, int] | None:
+    """(page size, last page, transaction id, highest root page) of the meta page at
+    ``offset``, or None if it is not one."""
     if len(data) < offset + META_BYTES:
         return None
     (pgno, _pad, flags, _bounds, magic, version, _address, _mapsize, psize, free_root,
@@ -73,7 +81,8 @@ def _meta(data: bytes, offset: int) -> tuple[int, int, int] | None:
         return None
     if any(root != NO_PAGE and root > last_page for root in (free_root, main_root)):
         return None
-    return psize, last_page, txnid
+    roots = [root for root in (free_root, main_root) if root != NO_PAGE]
+    return psize, last_page, txnid, max(roots, default=0)
 
 
 def _unpack_meta(data: bytes, offset: int) -> tuple[int, ...]:
@@ -110,12 +119,51 @@ def check_file(path: Path) -> None:
     if not metas:
         raise StoreError(f"{data_file} is damaged: no valid LMDB meta page (overwritten, "
                          "or not an LMDB file)")
-    psize, last_page, _txnid = max(metas, key=lambda m: m[2])
-    if size < (last_page + 1) * psize:
-        raise StoreError(
-            f"{data_file} is damaged: truncated to {size} bytes, its last committed "
-            f"transaction needs {(last_page + 1) * psize}"
-        )
+    psize, last_page, _txnid, root = max(metas, key=lambda m: m[2])
+    if size >= (last_page + 1) * psize:
+        return
+    truncated = (f"{data_file} is damaged: truncated to {size} bytes, its last committed "
+                 f"transaction needs {(last_page + 1) * psize}")
+    if size < (root + 1) * psize:
+        raise StoreError(truncated + " (a database's root page is past the end)")
+    unread = _reads_whole(path)
+    if unread is not None:
+        raise StoreError(f"{truncated} ({unread})")
+
+
+#: A child process reads every record of a store: main database, then each named one.
+_READ_WHOLE = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], readonly=True, lock=False, max_dbs=int(sys.argv[2]))
+with env.begin() as txn:
+    names = [key for key, _ in txn.cursor()]
+    for name in names:
+        try:
+            db = env.open_db(name, txn=txn, create=False)
+        except lmdb.Error:
+            continue
+        for _ in txn.cursor(db=db):
+            pass
+"""
+#: How long the child may read: a store of many gigabytes reads in well under a minute.
+READ_WHOLE_TIMEOUT = 600.0
+
+
+def _reads_whole(path: Path) -> str | None:
+    """None when a child process reads every record of the store at ``path``; else what
+    stopped it (a signal: a page past the end of the file)."""
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", _READ_WHOLE, str(path), str(len(DB_NAMES) + 8)],
+            capture_output=True, text=True, timeout=READ_WHOLE_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        return f"reading it whole took over {READ_WHOLE_TIMEOUT:g} s"
+    if child.returncode == 0:
+        return None
+    if child.returncode < 0:
+        return f"reading it whole was stopped by signal {-child.returncode}"
+    said = child.stderr.strip().splitlines() or [f"exit code {child.returncode}"]
+    return f"reading it whole failed: {said[-1]}"
 
 
 class _HasStore(Protocol):
