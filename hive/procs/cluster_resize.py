@@ -90,7 +90,7 @@ from hive.core.wire import decode_records
 from hive.errors import HiveError
 from hive.procs.cluster_plan import ClusterPlan
 from hive.procs.resize import DRAINED, Layout, Mover, Resize
-from hive.storage.datadir import DataDir
+from hive.storage.datadir import DataDir, fsync_dir, write_durably
 from hive.storage.modes import compact_copy, read_only
 from hive.storage.store import Store
 
@@ -231,29 +231,9 @@ def _remove_store(path: Path, mark: bool) -> None:
     """Remove a drained transfer store: its data file first (a directory left without one
     holds nothing), after its ``.done`` mark if ``mark`` (a received one)."""
     if mark:
-        _durable_write(path.with_name(path.name + DONE), b"")
+        write_durably(path.with_name(path.name + DONE), b"", 0o600)
     DataDir.store_data(path).unlink(missing_ok=True)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _durable_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.rename(path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _sealed(dd: DataDir, target: str) -> list[str]:
@@ -276,7 +256,7 @@ def seal(data_dir: Path, cfg: Config, name: str, target: str) -> str | None:
         return None
     made = secrets.token_hex(8)
     path.rename(dd.sealed(target, made))
-    _fsync_dir(dd.transfers)
+    fsync_dir(dd.transfers)
     return made
 
 
@@ -291,7 +271,7 @@ def _shipped_file(sealed: Path) -> Path:
         scratch.mkdir()
         copied = compact_copy(sealed, scratch)
         copied.rename(shipped)
-        _fsync_dir(sealed)
+        fsync_dir(sealed)
         shutil.rmtree(scratch)
     return shipped
 
@@ -345,7 +325,7 @@ def commit(data_dir: Path, cfg: Config, name: str, source: str, token: str, size
     finally:
         os.close(fd)
     part.rename(final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
 
 
 def shipped(data_dir: Path, cfg: Config, name: str, target: str, token: str) -> None:

@@ -286,23 +286,7 @@ class DataDir:
 
     def write_state(self, state: dict[str, Any]) -> None:
         """Replace ``hive.json`` with ``state``, atomically and durably."""
-        path = self.state_file
-        tmp = path.with_name(f"{STATE}.tmp")
-        data = json.dumps(state, indent=2).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        directory = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_durably(self.state_file, json.dumps(state, indent=2).encode(), 0o644)
 
     def cluster_machines(self) -> list[tuple[str, Path, bool]]:
         """A cluster driver's data directory (``hive start --cluster``): each machine's name,
@@ -330,3 +314,28 @@ class DataDir:
         state.update(changes)
         self.write_state(state)
         return state
+
+
+def write_durably(path: Path, data: bytes, mode: int) -> None:
+    """Replace ``path`` with ``data`` atomically and durably: written whole to a temporary
+    beside it, synced, renamed over it, and the rename synced in its directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the names created, renamed or removed in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
