@@ -46,7 +46,7 @@ from hive.config import Config, from_dict
 from hive.errors import HiveError
 from hive.procs.cluster_plan import ClusterPlan, Machine
 from hive.procs.control import ControlClient
-from hive.procs.curve import KeyFiles, ensure_keys
+from hive.procs.curve import KeyFiles, admit_machines, ensure_keys
 from hive.procs.lifecycle import read_failure
 from hive.storage.datadir import DataDir
 
@@ -110,12 +110,8 @@ class Node:
                 return self.epoch
             self.plan = ClusterPlan.from_dict(plan_data)
             self.machine = self.plan.machine(self.name)
-            clients = KeyFiles.at(self.keys.directory).clients_dir
-            for other in self.plan.machines:
-                path = clients / f"machine-{other.name}.key"
-                if not path.exists():
-                    path.write_text(other.client_cert)
-                    path.chmod(0o600)
+            admit_machines(KeyFiles.at(self.keys.directory).clients_dir,
+                           {other.name: other.client_cert for other in self.plan.machines})
             self._launch()
         if self._renewing is None:
             self._renewing = threading.Thread(target=self._renew_loop, daemon=True,

@@ -160,6 +160,28 @@ def ensure_keys(directory: Path) -> KeyFiles:
     return files
 
 
+#: A cluster machine's client certificate in another machine's clients directory.
+MACHINE_CERT = "machine-{}.key"
+
+
+def admit_machines(clients_dir: Path, certs: dict[str, str]) -> None:
+    """Admit exactly the cluster machines ``certs`` names (machine name -> its client's
+    public certificate): each one's certificate written (replaced if it changed: a machine
+    that made new keys), and a machine no longer in the cluster (it left by a resize) no
+    longer admitted. The hive's own clients (``hive.key``) are untouched."""
+    wanted = {MACHINE_CERT.format(name): cert for name, cert in certs.items()}
+    for path in clients_dir.glob(MACHINE_CERT.format("*")):
+        if path.name not in wanted:
+            path.unlink()
+    for name, cert in wanted.items():
+        path = clients_dir / name
+        if not path.exists() or path.read_text() != cert:
+            staged = clients_dir / f".{name}.tmp"
+            staged.write_text(cert)
+            staged.chmod(0o600)
+            staged.replace(path)
+
+
 def _remake(directory: Path) -> str:
     return (f"delete {directory} to have the next start make new keys "
             "(every client must then get the new ones)")

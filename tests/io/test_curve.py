@@ -17,7 +17,15 @@ import pytest
 import zmq
 
 from hive.errors import HiveError
-from hive.procs.curve import ClientKeys, Curve, KeyFiles, KeysError, ensure_keys, make_keys
+from hive.procs.curve import (
+    ClientKeys,
+    Curve,
+    KeyFiles,
+    KeysError,
+    admit_machines,
+    ensure_keys,
+    make_keys,
+)
 from hive.procs.endpoints import pull, push
 from hive.storage.datadir import DataDir
 from tests.curve_support import handshake, own_address
@@ -295,3 +303,34 @@ def test_one_authenticator_serves_every_socket_of_a_process(
         for sock in (*inboxes, *outs):
             sock.close(linger=0)
         curve.close()
+
+
+def test_a_cluster_admits_exactly_its_machines(
+    ctx: zmq.Context[zmq.Socket[bytes]], tmp_path: Path
+) -> None:
+    """A machine's clients directory admits the machines of the cluster's plan: one that
+    made new keys is admitted by its new certificate, and one that left (a resize) is
+    refused at the handshake; the hive's own client stays admitted."""
+    keys = make_keys(tmp_path / "a")
+    hive_client = ClientKeys.load(keys.directory)
+    b, c = make_keys(tmp_path / "b"), make_keys(tmp_path / "c")
+    admit_machines(keys.clients_dir, {"b": b.client_public.read_text(),
+                                      "c": c.client_public.read_text()})
+    remade = make_keys(tmp_path / "c-again")
+    admit_machines(keys.clients_dir, {"c": remade.client_public.read_text()})
+    assert sorted(p.name for p in keys.clients_dir.iterdir()) == ["client.key", "machine-c.key"]
+
+    def as_client(files: KeyFiles) -> ClientKeys:
+        mine = ClientKeys.load(files.directory)
+        return ClientKeys(mine.public, mine.secret, hive_client.server)
+
+    with curve_pull(ctx, keys.directory, "127.0.0.1") as (inbox, endpoint, _):
+        for name, files, outcome in [("b, which left", b, "failed"),
+                                     ("c's old keys", c, "failed"),
+                                     ("c's new keys", remade, "succeeded")]:
+            with sender(ctx, as_client(files)) as (sock, monitor):
+                sock.connect(endpoint)
+                assert handshake(monitor) == outcome, name
+        with sender(ctx, hive_client) as (sock, monitor):
+            sock.connect(endpoint)
+            assert handshake(monitor) == "succeeded"
