@@ -13,7 +13,7 @@ in a process of its own (hive.testweb, listening at every address used):
   (``politeness.ip_concurrency = 0``), alternating, so the ratio of each pair is
   measured on the same machine in the same minutes. The limits should cost
   nothing here: pages/s and CPU seconds per 1,000 pages (every process of the
-  hive, the server not) on/off, median of the pairs.
+  hive, the server not) on/off, median of the pairs and their range.
 - **shared**: ``--shared-hosts`` hosts at one address (127.0.0.3), the default
   politeness settings and ``--procs 4``, as in issue 28 (200 hosts, one start per
   host per second each): before (limits off) and after (the defaults). At the
@@ -117,12 +117,12 @@ def main() -> None:
                 print(f"limits {label:<4} pages {run['pages']:>6.0f}  secs {run['secs']:>6.1f}  "
                       f"pages/s {run['pages/s']:>7.1f}  CPU-s/1k {run['cpu/1k']:>5.2f}  "
                       f"exit {run['exit']:.0f}")
-        rate = statistics.median(on["pages/s"] / off["pages/s"]
-                                 for on, off in zip(rows["on"], rows["off"], strict=True))
-        cpu = statistics.median(on["cpu/1k"] / off["cpu/1k"]
-                                for on, off in zip(rows["on"], rows["off"], strict=True))
-        print(f"on/off, median of {args.pairs} pairs: pages/s {rate:.3f}x, CPU-s per 1000 "
-              f"pages {cpu:.3f}x")
+        pairs = list(zip(rows["on"], rows["off"], strict=True))
+        rates = sorted(on["pages/s"] / off["pages/s"] for on, off in pairs)
+        cpus = sorted(on["cpu/1k"] / off["cpu/1k"] for on, off in pairs)
+        print(f"on/off, median of {args.pairs} pairs: pages/s {statistics.median(rates):.3f}x "
+              f"({rates[0]:.2f}-{rates[-1]:.2f}), CPU-s per 1000 pages "
+              f"{statistics.median(cpus):.3f}x ({cpus[0]:.2f}-{cpus[-1]:.2f})")
 
         if args.skip_shared:
             return

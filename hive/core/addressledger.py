@@ -15,6 +15,19 @@ ledger keeps, per address:
 - what each holder wants (``ask``: how many grants it would hold, absolute, so
   a resent ask is harmless), served first come first served.
 
+A grant is one start, except a *window*: when one holder alone wants the address,
+wants one grant, has seen one host there (``single``: a host with an address of
+its own, the common case of the web) and nothing is outstanding, its grant may
+be started again and again, one fetch at a time, each start at least
+``min_delay`` after the one before (``every``: the holder keeps the spacing),
+until ``not_before + hold``. The ledger counts it as one grant outstanding and
+spaces the next grant at the address from the window's end, as if the window's
+last possible start were a start granted there: the starts at an address stay at
+least ``min_delay`` apart at their grant or take times, at most ``concurrency`` in
+flight, and a window costs one ask and one grant for as many fetches as its host
+makes in it (a one-start grant costs them a fetch). Another holder that asks
+meanwhile waits at most the window's ``hold`` more than it would behind a grant.
+
 A grant ends when its holder returns it (the fetch ended, or it went unused) or
 when it expires (its holder was killed, or the return was lost). An owner that
 starts (again) has lost its ledger and grants nothing until ``quiet_until``
@@ -45,6 +58,7 @@ class Granted:
     grant_id: int
     wait: float
     hold: float
+    every: float = 0.0  # a window's least time between its starts; 0: one start
 
 
 @dataclass(slots=True)
@@ -60,6 +74,7 @@ class _Grant:
 class _Address:
     grants: dict[int, _Grant] = field(default_factory=dict)
     wants: dict[tuple[int, int], int] = field(default_factory=dict)  # (holder, epoch) -> want
+    single: set[tuple[int, int]] = field(default_factory=set)  # wanting holders of one host
     last_start: float = float("-inf")
 
 
@@ -84,7 +99,7 @@ class AddressLedger:
         self._next_expiry = float("inf")
         self.counts: dict[str, int] = {
             "address/granted": 0, "address/returned": 0, "address/expired": 0,
-            "address/stale_asks": 0, "address/unknown_returns": 0,
+            "address/stale_asks": 0, "address/unknown_returns": 0, "address/windows": 0,
         }
 
     def __len__(self) -> int:
@@ -95,11 +110,12 @@ class AddressLedger:
         return len(entry.grants) if entry is not None else 0
 
     def ask(self, address: str, holder: int, epoch: int, want: int, returned: list[int],
-            owner_epoch: int, now: float) -> bool:
-        """Take a holder's grants back and what it wants now; False if the ask is stale
-        (an older epoch of the holder than one already seen), which changes nothing.
-        Returns naming another life of this owner (``owner_epoch``) are ignored: those
-        grants were forgotten with it."""
+            owner_epoch: int, now: float, *, single: bool = False) -> bool:
+        """Take a holder's grants back and what it wants now (``single``: it has seen one
+        host at the address, so a window would do); False if the ask is stale (an older
+        epoch of the holder than one already seen), which changes nothing. Returns naming
+        another life of this owner (``owner_epoch``) are ignored: those grants were
+        forgotten with it."""
         newest = self._epochs.get(holder)
         if newest is not None and epoch < newest:
             self.counts["address/stale_asks"] += 1
@@ -124,6 +140,10 @@ class AddressLedger:
             entry.wants[holder, epoch] = min(want, self.concurrency)
         else:
             entry.wants.pop((holder, epoch), None)
+        if single:
+            entry.single.add((holder, epoch))
+        else:
+            entry.single.discard((holder, epoch))
         self._dirty.add(address)
         return True
 
@@ -132,12 +152,14 @@ class AddressLedger:
             for key in [key for key in entry.wants if key[0] == holder and key[1] != epoch]:
                 del entry.wants[key]
                 self._dirty.add(address)
+            entry.single = {key for key in entry.single if key[0] != holder or key[1] == epoch}
 
     def _tidy(self, address: str, entry: _Address, now: float) -> None:
         """Forget an address nobody holds or wants once its spacing is served (until then it
         is looked at again by the next ``grant``)."""
         if entry.grants or entry.wants:
             return
+        entry.single.clear()
         if now >= entry.last_start + self.min_delay:
             del self._addresses[address]
         else:
@@ -170,21 +192,27 @@ class AddressLedger:
                     self._next_expiry = min(self._next_expiry, grant.expires)
 
     def _serve(self, address: str, entry: _Address, now: float, out: list[Granted]) -> None:
-        """Grant at one address, first come first served, within its limits; a want met is
-        forgotten (its holder asks again for more)."""
+        """Grant at one address, first come first served, within its limits (a window to a
+        lone holder of one host that wants one); a want met is forgotten (its holder asks
+        again for more)."""
         for key, want in list(entry.wants.items()):
             holder, epoch = key
             held = sum(1 for g in entry.grants.values()
                        if g.holder == holder and g.holder_epoch == epoch)
+            window = (want == 1 and key in entry.single and len(entry.wants) == 1
+                      and not entry.grants and self.min_delay > 0)
             while held < want and len(entry.grants) < self.concurrency:
                 start = max(now, entry.last_start + self.min_delay)
-                entry.last_start = start
+                # a window's last start may come at its end: the next grant is spaced from it
+                entry.last_start = start + self.hold if window else start
                 grant = _Grant(self._next_id, holder, epoch, start, start + self.life)
                 self._next_id += 1
                 entry.grants[grant.grant_id] = grant
                 self._next_expiry = min(self._next_expiry, grant.expires)
-                out.append(Granted(holder, epoch, address, grant.grant_id, start - now, self.hold))
+                out.append(Granted(holder, epoch, address, grant.grant_id, start - now, self.hold,
+                                   self.min_delay if window else 0.0))
                 self.counts["address/granted"] += 1
+                self.counts["address/windows"] += window
                 held += 1
             if held >= want:
                 del entry.wants[key]

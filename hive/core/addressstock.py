@@ -15,11 +15,19 @@ hand (wants are absolute, so a repeated ask is harmless; a lost one only
 delays). A fetch's end gives its grant back and asks for the next in the same
 ask, so an address with more leases waiting has its next grant coming while
 the last fetch's host waits out its own delay. At an address another worker
-owns, a fetch's end also keeps one grant in *reserve* for ``reserve`` seconds
-(the want counts one more): the next lease there, often the same host after its
+owns, a fetch's end also keeps a grant in *reserve* for ``reserve`` seconds (the
+want is at least one): the next lease there, often the same host after its
 delay, finds a grant in hand instead of waiting a round trip; a reserve nobody
 used goes back unused at its ``start_by``. At its own addresses a worker needs
-no reserve: its ledger answers in the same turn.
+no reserve: its ledger answers in the same turn. A want that only fell is not
+sent unless the owner may still owe grants for it (a want met is forgotten there).
+
+A *window* (a grant with ``every`` above 0, given to a lone holder that has seen
+one host at the address: hive/core/addressledger.py) is not given back when its
+fetch ends: it goes back in hand, usable again ``every`` after that fetch's start,
+until its ``start_by``; so a host with an address of its own costs one ask and one
+grant a window, not a fetch. The stock says, with each ask, whether it has seen
+one host at the address (``single``) since the address was last forgotten.
 
 Pure: every method takes ``now``; memory is bounded by the leases waiting and
 the grants held (an address with neither is forgotten).
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 Job = TypeVar("Job")
@@ -45,6 +53,8 @@ class Slot:
     grant_id: int
     not_before: float
     start_by: float
+    every: float = 0.0  # a window's least time from one start to the next; 0: one start
+    used: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +66,7 @@ class Ask:
     want: int
     owner_epoch: int
     returned: tuple[int, ...]
+    single: bool = False  # one host seen at the address: a window would do
 
 
 @dataclass(slots=True)
@@ -69,6 +80,8 @@ class _Address(Generic[Job]):
     asked: float = float("-inf")
     sent_want: int = 0
     reserve_until: float = float("-inf")
+    host: object = None  # the first host seen here
+    hosts: int = 0  # hosts seen here: 0, 1, or 2 for more than one
 
 
 class AddressStock(Generic[Job]):
@@ -103,11 +116,17 @@ class AddressStock(Generic[Job]):
         entry = self._addresses.get(address)
         return len(entry.hand) + entry.in_use if entry is not None else 0
 
-    def wait(self, address: str, owner: int, job: Job, now: float, *, first: bool = False) -> None:
-        """Queue a lease for a grant at ``address`` (``first``: at the head, a spoiled one)."""
+    def wait(self, address: str, owner: int, job: Job, now: float, *, host: object,
+             first: bool = False) -> None:
+        """Queue a lease of ``host`` for a grant at ``address`` (``first``: at the head, a
+        spoiled one)."""
         entry = self._addresses.get(address)
         if entry is None:
             entry = self._addresses[address] = _Address(owner)
+        if entry.hosts == 0:
+            entry.host, entry.hosts = host, 1
+        elif entry.hosts == 1 and host != entry.host:
+            entry.hosts = 2
         if first:
             entry.waiting.appendleft(job)
         else:
@@ -130,8 +149,9 @@ class AddressStock(Generic[Job]):
         return moved
 
     def granted(self, owner: int, owner_epoch: int, address: str, grant_id: int, wait: float,
-                hold: float, now: float) -> None:
-        """A grant arrived. One for an address nobody waits at any more is given back."""
+                hold: float, now: float, every: float = 0.0) -> None:
+        """A grant arrived (``every`` above 0: a window). One for an address nobody waits at
+        any more is given back at its ``start_by``."""
         entry = self._addresses.get(address)
         if entry is None:
             entry = self._addresses[address] = _Address(owner)
@@ -139,7 +159,7 @@ class AddressStock(Generic[Job]):
             entry.owner_epoch = owner_epoch
             entry.returned.clear()  # the owner's earlier life forgot those grants
         start = now + max(wait, 0.0)
-        entry.hand.append(Slot(owner, owner_epoch, address, grant_id, start, start + hold))
+        entry.hand.append(Slot(owner, owner_epoch, address, grant_id, start, start + hold, every))
         self._changed.add(address)
 
     def take(self, now: float) -> list[tuple[Job, Slot]]:
@@ -152,7 +172,7 @@ class AddressStock(Generic[Job]):
             for slot in entry.hand:
                 if now > slot.start_by:
                     self._give_back(entry, slot)
-                    self.counts["address/unused"] += 1
+                    self.counts["address/unused"] += not slot.used
                 elif entry.waiting and slot.not_before <= now:
                     out.append((entry.waiting.popleft(), slot))
                     entry.in_use += 1
@@ -165,13 +185,18 @@ class AddressStock(Generic[Job]):
         if slot.owner_epoch == entry.owner_epoch:
             entry.returned.append(slot.grant_id)
 
-    def done(self, slot: Slot, now: float) -> None:
-        """A fetch started with ``slot`` ended: its grant goes back."""
+    def done(self, slot: Slot, now: float, started: float | None = None) -> None:
+        """A fetch started with ``slot`` (at ``started``, else taken as ``now``) ended: its
+        grant goes back, or, a window still open, back in hand for the next start."""
         entry = self._addresses.get(slot.address)
         if entry is None:
             return
         entry.in_use = max(entry.in_use - 1, 0)
-        self._give_back(entry, slot)
+        if slot.every > 0 and now < slot.start_by and slot.owner_epoch == entry.owner_epoch:
+            began = now if started is None else min(started, now)
+            entry.hand.append(replace(slot, not_before=began + slot.every, used=True))
+        else:
+            self._give_back(entry, slot)
         if entry.owner != self.me:
             entry.reserve_until = now + self.reserve
         self._changed.add(slot.address)
@@ -191,12 +216,15 @@ class AddressStock(Generic[Job]):
         for address in list(self._changed):
             entry = self._addresses[address]
             reserve = 1 if now < entry.reserve_until else 0
-            want = min(self.concurrency, entry.in_use + len(entry.waiting) + reserve)
-            due = (entry.returned or want != entry.sent_want
-                   or (want > self.held(address) and now >= entry.asked + self.resend))
-            if due and (want or entry.returned or entry.sent_want):
+            want = min(self.concurrency, max(entry.in_use + len(entry.waiting), reserve))
+            held = len(entry.hand) + entry.in_use
+            due = (entry.returned
+                   or (want > held and (want != entry.sent_want
+                                        or now >= entry.asked + self.resend))
+                   or want < entry.sent_want > held)  # fell while grants may still come
+            if due:
                 out.append(Ask(entry.owner, address, want, entry.owner_epoch,
-                               tuple(entry.returned)))
+                               tuple(entry.returned), entry.hosts == 1))
                 entry.returned = []
                 entry.sent_want, entry.asked = want, now
             if not entry.waiting and not entry.hand and not entry.in_use:

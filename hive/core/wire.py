@@ -12,13 +12,14 @@ Frames of each kind (the first frame names it)::
     STATS    worker:u16 | JSON object of str -> number, bool or null
     COMMAND  JSON object with a string "cmd"
     ADDRASK  sender:u16 epoch:u64 | JSON {"asks": [[address, want, owner_epoch,
-                                                    [grant id, ...]], ...]}  holder -> owner
+                                          [grant id, ...], single], ...]}  holder -> owner
     ADDRGRANT sender:u16 epoch:u64 | JSON {"grants": [[address, holder_epoch, grant id,
-                                                       wait, hold], ...]}  owner -> holder
+                                                       wait, hold, every], ...]}  owner -> holder
 
 ADDRASK and ADDRGRANT carry address politeness (hive/core/addressledger.py,
-addressstock.py): ``epoch`` names the sender's process life, ``wait`` and
-``hold`` are seconds (durations, so the two clocks need not agree).
+addressstock.py): ``epoch`` names the sender's process life, ``wait``,
+``hold`` and ``every`` are seconds (durations, so the two clocks need not agree),
+``single`` a boolean (the holder has seen one host at the address).
 
     records = count:u32, then count times (length:u32, UrlRecord.encode() bytes)
 
@@ -154,6 +155,7 @@ class AddressAsk:
     want: int
     owner_epoch: int
     returned: tuple[int, ...]
+    single: bool = False  # the holder has seen one host at the address: a window would do
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,13 +169,15 @@ class AddressAsks:
 
 @dataclass(frozen=True, slots=True)
 class AddressGrant:
-    """One grant: start at ``address`` after ``wait`` seconds, within ``hold`` more."""
+    """One grant: start at ``address`` after ``wait`` seconds, within ``hold`` more (a
+    window, ``every`` above 0: again and again within them, ``every`` apart)."""
 
     address: str
     holder_epoch: int
     grant_id: int
     wait: float
     hold: float
+    every: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +257,7 @@ def encode_command(cmd: str, args: Mapping[str, object] | None = None) -> list[b
 def encode_address_asks(sender: int, epoch: int, asks: Sequence[AddressAsk]) -> list[bytes]:
     _check_int("sender", sender, MAX_U16)
     _check_int("epoch", epoch, MAX_LIFE)
-    body = [[a.address, a.want, a.owner_epoch, list(a.returned)] for a in asks]
+    body = [[a.address, a.want, a.owner_epoch, list(a.returned), a.single] for a in asks]
     _check_asks(body)
     return [KIND_ADDRASK, _SENDER.pack(sender, epoch), _dump_json({"asks": body})]
 
@@ -262,7 +266,7 @@ def encode_address_grants(sender: int, epoch: int,
                           grants: Sequence[AddressGrant]) -> list[bytes]:
     _check_int("sender", sender, MAX_U16)
     _check_int("epoch", epoch, MAX_LIFE)
-    body = [[g.address, g.holder_epoch, g.grant_id, g.wait, g.hold] for g in grants]
+    body = [[g.address, g.holder_epoch, g.grant_id, g.wait, g.hold, g.every] for g in grants]
     _check_grants(body)
     return [KIND_ADDRGRANT, _SENDER.pack(sender, epoch), _dump_json({"grants": body})]
 
@@ -285,25 +289,26 @@ def _entries(body: dict[str, Any], key: str, size: int) -> list[list[Any]]:
 
 def _check_asks(body: list[list[Any]]) -> tuple[AddressAsk, ...]:
     out = []
-    for address, want, owner_epoch, returned in body:
+    for address, want, owner_epoch, returned, single in body:
         if not (_is_address(address) and _is_int(want, MAX_U16)
                 and _is_int(owner_epoch, MAX_LIFE) and isinstance(returned, list)
                 and len(returned) <= MAX_U16
-                and all(_is_int(g, MAX_SEQ) for g in returned)):
+                and all(_is_int(g, MAX_SEQ) for g in returned) and isinstance(single, bool)):
             raise WireError("bad_address_message", f"bad ask {[address, want]!r}"[:200])
-        out.append(AddressAsk(address, want, owner_epoch, tuple(returned)))
+        out.append(AddressAsk(address, want, owner_epoch, tuple(returned), single))
     return tuple(out)
 
 
 def _check_grants(body: list[list[Any]]) -> tuple[AddressGrant, ...]:
     out = []
-    for address, holder_epoch, grant_id, wait, hold in body:
+    for address, holder_epoch, grant_id, wait, hold, every in body:
         if not (_is_address(address) and _is_int(holder_epoch, MAX_LIFE)
                 and _is_int(grant_id, MAX_SEQ)
                 and all(isinstance(v, int | float) and not isinstance(v, bool)
-                        and math.isfinite(v) and 0 <= v <= 3600 for v in (wait, hold))):
+                        and math.isfinite(v) and 0 <= v <= 3600 for v in (wait, hold, every))):
             raise WireError("bad_address_message", f"bad grant {[address, grant_id]!r}"[:200])
-        out.append(AddressGrant(address, holder_epoch, grant_id, float(wait), float(hold)))
+        out.append(AddressGrant(address, holder_epoch, grant_id, float(wait), float(hold),
+                                float(every)))
     return tuple(out)
 
 
@@ -345,8 +350,8 @@ def decode(frames: Sequence[bytes]) -> Message:
         sender, epoch = _unpack(_SENDER, frames[1])
         body = _load_json(frames[2])
         if kind == KIND_ADDRASK:
-            return AddressAsks(sender, epoch, _check_asks(_entries(body, "asks", 4)))
-        return AddressGrants(sender, epoch, _check_grants(_entries(body, "grants", 5)))
+            return AddressAsks(sender, epoch, _check_asks(_entries(body, "asks", 5)))
+        return AddressGrants(sender, epoch, _check_grants(_entries(body, "grants", 6)))
     raise WireError("unknown_kind", repr(kind[:16]))
 
 

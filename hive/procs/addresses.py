@@ -162,7 +162,8 @@ class Addresses:
         if not resolution.ok:
             return True
         address = happy_eyeballs(resolution.addresses)[0]  # the one the fetch tries first
-        self.stock.wait(address, self.owner(address), pending, now)
+        self.stock.wait(address, self.owner(address), pending, now,
+                        host=pending[0].host_hash)
         return False
 
     def turn(self, now: float) -> list[tuple[Pending, Slot]]:
@@ -171,10 +172,10 @@ class Addresses:
         for ask in self.stock.asks(now):
             if ask.owner == self.worker_id:
                 self.ledger.ask(ask.address, self.worker_id, self.epoch, ask.want,
-                                list(ask.returned), ask.owner_epoch, now)
+                                list(ask.returned), ask.owner_epoch, now, single=ask.single)
             else:
-                remote.setdefault(ask.owner, []).append(
-                    wire.AddressAsk(ask.address, ask.want, ask.owner_epoch, ask.returned))
+                remote.setdefault(ask.owner, []).append(wire.AddressAsk(
+                    ask.address, ask.want, ask.owner_epoch, ask.returned, ask.single))
         if self.send is not None:
             for owner, asks in remote.items():
                 self.send(owner, wire.encode_address_asks(self.worker_id, self.epoch, asks))
@@ -183,11 +184,12 @@ class Addresses:
             if granted.holder == self.worker_id:
                 if granted.holder_epoch == self.epoch:
                     self.stock.granted(self.worker_id, self.epoch, granted.address,
-                                       granted.grant_id, granted.wait, granted.hold, now)
+                                       granted.grant_id, granted.wait, granted.hold, now,
+                                       granted.every)
                 continue
             grants.setdefault(granted.holder, []).append(wire.AddressGrant(
                 granted.address, granted.holder_epoch, granted.grant_id, granted.wait,
-                granted.hold))
+                granted.hold, granted.every))
         if self.send is not None:
             for holder, batch in grants.items():
                 self.send(holder, wire.encode_address_grants(self.worker_id, self.epoch, batch))
@@ -208,7 +210,8 @@ class Addresses:
                 if self.owner_of(ask.address) != self.worker_id:
                     self._count("address/refused/not_owner")
                 elif not self.ledger.ask(ask.address, message.sender, message.epoch, ask.want,
-                                         list(ask.returned), ask.owner_epoch, now):
+                                         list(ask.returned), ask.owner_epoch, now,
+                                         single=ask.single):
                     self._count("address/refused/stale_sender")
             return
         for grant in message.grants:
@@ -218,7 +221,7 @@ class Addresses:
                 self._count("address/refused/stale_grant")
             else:
                 self.stock.granted(message.sender, message.epoch, grant.address,
-                                   grant.grant_id, grant.wait, grant.hold, now)
+                                   grant.grant_id, grant.wait, grant.hold, now, grant.every)
 
     def waiting_count(self) -> int:
         """Leases waiting for a grant or for their host's address."""
@@ -228,11 +231,12 @@ class Addresses:
         """The hosts (by hash) whose lease waits for a grant, and at which address."""
         return {pending[0].host_hash: address for address, pending in self.stock.waiting_jobs()}
 
-    def finished(self, lease: Lease, now: float) -> None:
-        """A lease's fetch ended: its grant goes back."""
+    def finished(self, lease: Lease, started: float, now: float) -> None:
+        """A lease's fetch (started at ``started``) ended: its grant goes back, or back in
+        hand if it is a window still open."""
         slot = self._slots.pop(lease.host_hash, None)
         if slot is not None:
-            self.stock.done(slot, now)
+            self.stock.done(slot, now, started)
 
     def spoiled(self, pending: Pending, now: float) -> None:
         """A lease that reached a fetch thread after its grant's ``start_by``: it waits for

@@ -317,7 +317,7 @@ class Worker:
                 return
             self.in_flight -= 1
             if self.addresses is not None:
-                self.addresses.finished(fetched.lease, now)
+                self.addresses.finished(fetched.lease, fetched.started, now)
             self.gate.keep(fetched)
             if fetched.links:
                 self._hand_on(fetched, now)

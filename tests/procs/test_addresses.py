@@ -94,3 +94,23 @@ def test_an_owner_that_did_not_close_waits_one_grant_s_life(tmp_path: Path) -> N
     clean, _, _ = shell(tmp_path, 0, {"a.test": address}, now=200.0)
     clean.start((lease("a.test"), None), 200.0)
     assert clean.turn(200.0) != []  # closed cleanly: no wait
+
+
+def test_a_lone_host_at_another_worker_s_address_fetches_again_in_its_window_unasked(
+        tmp_path: Path) -> None:
+    address = address_owned_by(1)
+    holder, to_owner, _ = shell(tmp_path, 0, {"a.test": address})
+    owner, to_holder, _ = shell(tmp_path, 1, {})
+    holder.start((lease("a.test"), None), 0.0)
+    holder.turn(0.0)
+    owner.receive(wire.decode(to_owner.pop()[1]), 0.0)
+    owner.turn(0.0)
+    grants = wire.decode(to_holder.pop()[1])
+    assert isinstance(grants, wire.AddressGrants) and grants.grants[0].every == 0.1
+    holder.receive(grants, 0.0)
+    for start in (0.0, 0.11, 0.22, 0.33):  # four fetches, 0.11 s apart, in the 0.5 s window
+        ((pending, _),) = holder.turn(start)
+        holder.finished(pending[0], start, start + 0.05)
+        holder.start((lease("a.test"), None), start + 0.06)
+        assert holder.turn(start + 0.06) == []  # not before 0.1 after the last start
+    assert to_owner == []

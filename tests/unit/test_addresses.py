@@ -11,7 +11,7 @@ import pytest
 
 from hive.core import wire
 from hive.core.addressledger import AddressLedger, Granted
-from hive.core.addressstock import AddressStock
+from hive.core.addressstock import AddressStock, Slot
 from hive.errors import ConfigError
 from hive.netspec import resolve_entries
 
@@ -145,7 +145,7 @@ def stock() -> AddressStock[str]:
 
 def test_a_lease_waits_for_a_grant_and_goes_in_its_window() -> None:
     st = stock()
-    st.wait(A, 3, "h1", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
     (ask,) = st.asks(0.0)
     assert (ask.owner, ask.address, ask.want, ask.returned) == (3, A, 1, ())
     assert st.take(0.0) == [] and st.waiting() == {A: 1}
@@ -161,7 +161,7 @@ def test_a_lease_waits_for_a_grant_and_goes_in_its_window() -> None:
 def test_a_fetch_end_returns_its_grant_and_asks_the_next_in_one_ask() -> None:
     st = stock()
     for host in ("h1", "h2", "h3"):
-        st.wait(A, 3, host, 0.0)
+        st.wait(A, 3, host, 0.0, host=host)
     assert st.asks(0.0)[0].want == 2
     st.granted(3, 9, A, 1, 0.0, 0.5, 0.0)
     st.granted(3, 9, A, 2, 0.1, 0.5, 0.0)
@@ -183,8 +183,8 @@ def test_a_grant_past_its_window_goes_back_unused() -> None:
 
 def test_a_spoiled_lease_waits_again_first_and_its_grant_goes_back() -> None:
     st = stock()
-    st.wait(A, 3, "h1", 0.0)
-    st.wait(A, 3, "h2", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
+    st.wait(A, 3, "h2", 0.0, host="h2")
     st.asks(0.0)
     st.granted(3, 9, A, 5, 0.0, 0.5, 0.0)
     ((job, slot),) = st.take(0.0)
@@ -199,7 +199,7 @@ def test_a_spoiled_lease_waits_again_first_and_its_grant_goes_back() -> None:
 
 def test_an_unanswered_ask_is_sent_again_after_resend() -> None:
     st = stock()
-    st.wait(A, 3, "h1", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
     assert len(st.asks(0.0)) == 1
     assert st.asks(0.5) == []
     assert [a.want for a in st.asks(1.0)] == [1]
@@ -208,7 +208,7 @@ def test_an_unanswered_ask_is_sent_again_after_resend() -> None:
 
 def test_a_restarted_owner_s_old_grants_are_not_returned_to_it() -> None:
     st = stock()
-    st.wait(A, 3, "h1", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
     st.asks(0.0)
     st.granted(3, 9, A, 5, 0.0, 0.5, 0.0)
     ((_, slot),) = st.take(0.0)
@@ -219,21 +219,22 @@ def test_a_restarted_owner_s_old_grants_are_not_returned_to_it() -> None:
 
 
 def test_ask_and_grant_messages_round_trip() -> None:
-    asks = [wire.AddressAsk(A, 2, 9, (1, 2)), wire.AddressAsk("2001:db8::1", 0, 0, ())]
+    asks = [wire.AddressAsk(A, 2, 9, (1, 2), True), wire.AddressAsk("2001:db8::1", 0, 0, ())]
     message = wire.decode(wire.encode_address_asks(3, 2**63, asks))
     assert message == wire.AddressAsks(3, 2**63, tuple(asks))
-    grants = [wire.AddressGrant(A, 5, 77, 0.25, 0.5)]
+    grants = [wire.AddressGrant(A, 5, 77, 0.25, 0.5), wire.AddressGrant(B, 5, 78, 0, 0.5, 0.1)]
     assert wire.decode(wire.encode_address_grants(1, 9, grants)) == wire.AddressGrants(
         1, 9, tuple(grants))
 
 
 @pytest.mark.parametrize("body", [
-    b'{"asks": [["192.0.2.1", -1, 0, []]]}',
-    b'{"asks": [["192.0.2.1", 1, 0, [true]]]}',
-    b'{"asks": [["", 1, 0, []]]}',
-    b'{"asks": [["192.0.2.1", 1, 0]]}',
+    b'{"asks": [["192.0.2.1", -1, 0, [], false]]}',
+    b'{"asks": [["192.0.2.1", 1, 0, [true], false]]}',
+    b'{"asks": [["", 1, 0, [], false]]}',
+    b'{"asks": [["192.0.2.1", 1, 0, []]]}',
+    b'{"asks": [["192.0.2.1", 1, 0, [], 1]]}',
     b'{"asks": [], "more": 1}',
-    b'{"grants": [["192.0.2.1", 1, 2, 0.1, 0.5]]}',
+    b'{"grants": [["192.0.2.1", 1, 2, 0.1, 0.5, 0]]}',
 ])
 def test_a_malformed_ask_is_a_wire_error(body: bytes) -> None:
     with pytest.raises(wire.WireError):
@@ -241,9 +242,11 @@ def test_a_malformed_ask_is_a_wire_error(body: bytes) -> None:
 
 
 @pytest.mark.parametrize("body", [
-    b'{"grants": [["192.0.2.1", 1, 2, -0.1, 0.5]]}',
-    b'{"grants": [["192.0.2.1", 1, 2, 1e9, 0.5]]}',
-    b'{"grants": [["192.0.2.1", 1, 2, "0", 0.5]]}',
+    b'{"grants": [["192.0.2.1", 1, 2, -0.1, 0.5, 0]]}',
+    b'{"grants": [["192.0.2.1", 1, 2, 1e9, 0.5, 0]]}',
+    b'{"grants": [["192.0.2.1", 1, 2, "0", 0.5, 0]]}',
+    b'{"grants": [["192.0.2.1", 1, 2, 0, 0.5, -1]]}',
+    b'{"grants": [["192.0.2.1", 1, 2, 0, 0.5]]}',
 ])
 def test_a_malformed_grant_is_a_wire_error(body: bytes) -> None:
     with pytest.raises(wire.WireError):
@@ -269,7 +272,7 @@ def test_a_remote_address_keeps_one_grant_in_reserve_after_a_fetch() -> None:
     """At another worker's address, a fetch's end asks for a grant more than the leases
     waiting, for ``reserve`` seconds: the host's next lease finds it in hand."""
     st: AddressStock[str] = AddressStock(concurrency=2, resend=1.0, me=0, reserve=0.5)
-    st.wait(A, 3, "h1", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
     st.asks(0.0)
     st.granted(3, 9, A, 1, 0.0, 0.5, 0.0)
     ((_, slot),) = st.take(0.0)
@@ -277,7 +280,7 @@ def test_a_remote_address_keeps_one_grant_in_reserve_after_a_fetch() -> None:
     (ask,) = st.asks(0.1)
     assert ask.returned == (1,) and ask.want == 1  # the reserve
     st.granted(3, 9, A, 2, 0.0, 0.5, 0.11)
-    st.wait(A, 3, "h1", 0.13)  # its next lease, after its delay
+    st.wait(A, 3, "h1", 0.13, host="h1")  # its next lease, after its delay
     ((job, reserved),) = st.take(0.13)
     assert job == "h1" and reserved.grant_id == 2
     st.done(reserved, 0.15)
@@ -290,7 +293,7 @@ def test_a_remote_address_keeps_one_grant_in_reserve_after_a_fetch() -> None:
 
 def test_an_own_address_keeps_no_reserve() -> None:
     st: AddressStock[str] = AddressStock(concurrency=2, resend=1.0, me=3, reserve=0.5)
-    st.wait(A, 3, "h1", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
     st.asks(0.0)
     st.granted(3, 9, A, 1, 0.0, 0.5, 0.0)
     ((_, slot),) = st.take(0.0)
@@ -301,8 +304,8 @@ def test_an_own_address_keeps_no_reserve() -> None:
 
 def test_a_dropped_owner_s_addresses_pass_to_a_live_one_and_are_asked_afresh() -> None:
     st = stock()
-    st.wait(A, 3, "h1", 0.0)
-    st.wait("10.0.0.9", 1, "h2", 0.0)
+    st.wait(A, 3, "h1", 0.0, host="h1")
+    st.wait("10.0.0.9", 1, "h2", 0.0, host="h2")
     st.asks(0.0)
     st.granted(3, 9, A, 1, 5.0, 0.5, 0.0)  # in hand from the owner that is gone
     assert st.reown(lambda address: 2 if address == A else 1) == 1
@@ -312,3 +315,107 @@ def test_a_dropped_owner_s_addresses_pass_to_a_live_one_and_are_asked_afresh() -
     st.granted(2, 4, A, 7, 0.0, 0.5, 5.0)
     ((job, slot),) = st.take(5.0)
     assert job == "h1" and slot.owner == 2
+
+
+def test_a_lone_holder_of_one_host_gets_a_window_and_the_next_grant_waits_its_end() -> None:
+    led = ledger()
+    led.ask(A, 1, 100, 1, [], 7, 0.0, single=True)
+    (window,) = led.grant(0.0)
+    assert window.every == pytest.approx(0.1) and window.hold == 0.5
+    led.ask(A, 2, 200, 1, [], 7, 0.1, single=True)  # another holder: behind the window's end
+    (after,) = led.grant(0.1)
+    assert after.every == 0.0 and after.wait == pytest.approx(0.5 + 0.1 - 0.1)
+    led.ask(B, 1, 100, 2, [], 7, 0.0, single=True)  # wants two: one start each
+    led.ask(B + "0", 1, 100, 1, [], 7, 0.0)  # has seen more than one host there
+    assert {g.every for g in led.grant(0.0)} == {0.0}
+
+
+def test_a_window_is_used_again_every_apart_without_an_ask_and_goes_back_at_its_end() -> None:
+    st: AddressStock[str] = AddressStock(concurrency=2, resend=1.0, me=0, reserve=0.5)
+    st.wait(A, 3, "h1", 0.0, host="h1")
+    (ask,) = st.asks(0.0)
+    assert ask.single and ask.want == 1
+    st.granted(3, 9, A, 1, 0.0, 0.5, 0.0, every=0.1)
+    ((_, slot),) = st.take(0.0)
+    st.done(slot, 0.03, started=0.01)
+    assert st.asks(0.03) == []  # back in hand: nothing to return, nothing to ask
+    st.wait(A, 3, "h1", 0.05, host="h1")
+    assert st.take(0.1) == []  # 0.1 after the last start, not before
+    ((_, again),) = st.take(0.11)
+    assert again.grant_id == 1 and st.asks(0.11) == []
+    st.done(again, 0.2, started=0.11)
+    st.wait(A, 3, "h2", 0.3, host="h2")  # a second host at the address: the window serves it
+    ((job, third),) = st.take(0.3)
+    assert job == "h2" and st.asks(0.3) == []
+    st.done(third, 0.35, started=0.3)
+    assert st.take(0.51) == []  # past its start_by: it goes back, used
+    (back,) = st.asks(0.51)
+    assert back.returned == (1,) and st.counts["address/unused"] == 0
+    assert not back.single  # the next grant there is one start
+
+
+def test_a_lone_host_at_a_remote_address_costs_an_ask_a_window_not_a_fetch() -> None:
+    """One host at another worker's address, fetching as fast as its 0.02 s delay allows
+    for 10 s: the asks sent are a window's (0.5 s), not a fetch's."""
+    led = ledger(min_delay=0.02)
+    st: AddressStock[str] = AddressStock(concurrency=2, resend=1.0, me=0, reserve=0.5)
+    now, fetches, asks = 0.0, 0, 0
+    st.wait(A, 3, "h1", now, host="h1")
+    while now < 10.0:
+        for ask in st.asks(now):
+            asks += 1
+            led.ask(A, 0, 1, ask.want, list(ask.returned), ask.owner_epoch, now,
+                    single=ask.single)
+        for g in led.grant(now):
+            st.granted(3, 7, A, g.grant_id, g.wait, g.hold, now, g.every)
+        for _, slot in st.take(now):
+            fetches += 1
+            st.done(slot, now + 0.005, started=now)
+            st.wait(A, 3, "h1", now + 0.025, host="h1")
+        now += 0.005
+    assert fetches > 300
+    assert asks < 2 * 10.0 / 0.5 + 2
+
+
+def test_windows_and_one_start_grants_mixed_keep_both_limits_at_the_address() -> None:
+    """Three holders, some with one host at the address (windows), some with two, leases
+    coming and fetches ending at random (seed 5, 20 s in 5 ms steps): the times granted (a
+    one-start grant's ``not_before``, each start in a window) at least ``min_delay`` apart,
+    at most ``(1 + hold) / min_delay + 1`` starts in any second, at most ``concurrency`` in
+    flight."""
+    rng = random.Random(5)
+    led = ledger(concurrency=2, min_delay=0.1)
+    stocks = [AddressStock[str](concurrency=2, resend=1.0, me=h, reserve=0.5) for h in range(3)]
+    hosts = [["a"], ["b", "c"], ["d"]]
+    running: list[tuple[float, float, int, Slot]] = []  # (ends, started, holder, slot)
+    queued: set[tuple[int, str]] = set()
+    starts: list[float] = []
+    granted: list[float] = []
+    now = 0.0
+    while now < 20.0:
+        for ends, started, h, slot in [r for r in running if r[0] <= now]:
+            running.remove((ends, started, h, slot))
+            stocks[h].done(slot, now, started=started)
+        for h, names in enumerate(hosts):
+            busy = int(now / 2) % 3 == h or rng.random() < 0.01  # each holder has its turn
+            for name in names:
+                if busy and (h, name) not in queued and rng.random() < 0.05:
+                    queued.add((h, name))
+                    stocks[h].wait(A, 9, name, now, host=name)
+            for ask in stocks[h].asks(now):
+                led.ask(A, h, 1, ask.want, list(ask.returned), ask.owner_epoch, now,
+                        single=ask.single)
+        for g in led.grant(now):
+            stocks[g.holder].granted(9, 7, A, g.grant_id, g.wait, g.hold, now, g.every)
+        for h in range(3):
+            for name, slot in stocks[h].take(now):
+                queued.discard((h, name))
+                starts.append(now)
+                granted.append(now if slot.every else slot.not_before)
+                running.append((now + rng.uniform(0.001, 0.3), now, h, slot))
+        assert len(running) <= 2
+        now += 0.005
+    assert len(starts) > 100 and led.counts["address/windows"] > 5
+    granted.sort()
+    assert min(b - a for a, b in zip(granted, granted[1:], strict=False)) >= 0.1 - 1e-9
+    assert max(sum(1 for t in starts if s <= t < s + 1.0) for s in starts) <= 16
