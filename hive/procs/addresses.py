@@ -158,6 +158,13 @@ class Addresses:
         return [pending for pending in self._resolving.pop(host, [])
                 if self._place(pending, resolution, now)]
 
+    def address_of(self, host: str, now: float) -> str | None:
+        """The address a host's fetch would wait for, if the DNS cache knows it now."""
+        resolution = self.resolved(host, now)
+        if resolution is None or not resolution.ok:
+            return None
+        return happy_eyeballs(resolution.addresses)[0]
+
     def _place(self, pending: Pending, resolution: Resolution, now: float) -> bool:
         if not resolution.ok:
             return True

@@ -4,9 +4,15 @@ A host goes no faster than one URL per cycle — its download time plus its
 politeness delay (hive/core/politeness.py) — so a host's *drain* is the wait
 before its next fetch (a back-off or Retry-After shows there) plus pending ×
 cycle, and the slowest host bounds the whole batch: the *forecast* is the
-largest drain. It is a lower bound: URLs still in the front queues belong to
-no host yet (``front`` counts them), and parked hosts beyond the first
-PARKED_SCAN by due time are not looked at (``unseen``).
+largest drain. With address politeness on (hive/procs/addresses.py), the hosts
+a worker sees at one IP address drain no faster than the address allows: one
+start per ``ip_min_delay`` and ``ip_concurrency`` fetches at once, so each of them
+drains no sooner than all their pending URLs at that pace (``AddressPace``; a
+host's address is what the DNS cache knows without waiting, none if it knows
+nothing). It is a lower bound: URLs still in the front queues belong to
+no host yet (``front`` counts them), parked hosts beyond the first
+PARKED_SCAN by due time are not looked at (``unseen``), and other workers' hosts
+at the same address are not counted.
 
 Worker side, ``HostView.stats(now)``: at most every REFRESH seconds, and never
 for more than 1% of the frontier thread's time (COST_FACTOR; else it gives the
@@ -35,6 +41,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hive.procs.statustext import drain_note, duration
@@ -57,6 +64,20 @@ FIELDS = ("pending", "state", "next", "delay", "backoff", "failures", "robots_un
           "robots_tries", "drain")
 
 
+@dataclass(frozen=True, slots=True)
+class AddressPace:
+    """The most an IP address allows (hive/procs/addresses.py), and where a host is."""
+
+    concurrency: int
+    min_delay: float
+    address_of: Callable[[str, float], str | None]  # a host key's address, if known now
+
+    def drain(self, pending: int, work: float) -> float:
+        """The least time ``pending`` fetches at one address take, ``work`` seconds of
+        downloads in all."""
+        return max(pending * self.min_delay, work / self.concurrency)
+
+
 class HostView:
     """A worker's hosts, for its reports (see the module docstring)."""
 
@@ -67,6 +88,7 @@ class HostView:
         self._last: dict[str, float] = {}
         self.on_address: Callable[[], Mapping[int, str]] | None = None
         self._on_address: Mapping[int, str] = {}
+        self.pace: AddressPace | None = None
 
     def stats(self, now: float) -> dict[str, float]:
         if self.top and now >= self._next:
@@ -91,9 +113,12 @@ class HostView:
                 hosts.append((hh, state))
         delay = frontier.politeness.delay
 
+        at_address = self._address_drains(hosts, now)
+
         def drain(host: HostState) -> float:
             cycle = host.download_time + delay(host.download_time, host.crawl_delay)
-            return max(host.next_allowed - now, 0.0) + host.pending * cycle
+            own = max(host.next_allowed - now, 0.0) + host.pending * cycle
+            return max(own, at_address.get(host.host_key, 0.0))
 
         out: dict[str, float] = {
             "hosts/time": now, "hosts/seen": len(hosts), "hosts/unseen": parked - scanned,
@@ -108,6 +133,27 @@ class HostView:
         out["hosts/drain"] = drain(slowest[1])
         for hh, host in top:
             self._describe(hh, host, drain(host), now, out)
+        return out
+
+    def _address_drains(self, hosts: list[tuple[int, HostState]], now: float
+                        ) -> dict[str, float]:
+        """Each host's least drain at its address's pace: all the pending URLs of the hosts
+        seen there, at one start per ``min_delay`` and ``concurrency`` at once (host key ->
+        seconds; none without address politeness)."""
+        pace = self.pace
+        if pace is None:
+            return {}
+        placed: dict[str, list[HostState]] = {}
+        for _, host in hosts:
+            address = pace.address_of(host.host_key, now)
+            if address is not None:
+                placed.setdefault(address, []).append(host)
+        out: dict[str, float] = {}
+        for together in placed.values():
+            drained = pace.drain(sum(host.pending for host in together),
+                                 sum(host.pending * host.download_time for host in together))
+            for host in together:
+                out[host.host_key] = drained
         return out
 
     def _describe(self, hh: int, host: HostState, drained: float, now: float,

@@ -63,7 +63,7 @@ from hive.outcome import Kind, Outcome
 from hive.procs.addresses import Addresses
 from hive.procs.dedup import DedupSeeding
 from hive.procs.fetchtimes import FetchTimes
-from hive.procs.hoststatus import HostView
+from hive.procs.hoststatus import AddressPace, HostView
 from hive.procs.plan import Plan
 from hive.procs.seeds import seed_record
 from hive.storage.datadir import DataDir
@@ -188,6 +188,9 @@ class Worker:
                                        self.pipeline.resolved, self._jobs.put, time.time())
             self.frontier.commit(time.time())  # its ledger's marker, before any grant
             self.host_view.on_address = self.addresses.waiting_hosts
+            self.host_view.pace = AddressPace(cfg.politeness.ip_concurrency,
+                                              cfg.politeness.ip_min_delay,
+                                              self.addresses.address_of)
         self.wake_fd, self._wake_w = os.pipe()
         os.set_blocking(self.wake_fd, False)
         os.set_blocking(self._wake_w, False)

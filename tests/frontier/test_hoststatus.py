@@ -148,3 +148,29 @@ def test_hosts_waiting_on_their_address_are_shown_with_the_address(
     assert states[leased.record.host_key] == "address"
     text = format_hosts(merged, 5, 1.0)
     assert "held back by their address 192.0.2.7: 4 hosts (workers 0,2;" in text
+
+
+def test_hosts_sharing_an_address_are_forecast_at_the_address_s_pace(
+        opener: Callable[..., Opener]) -> None:
+    """Twenty hosts of ten URLs each at one address (politeness 0.02 s a host): each host
+    alone would drain in well under a second, but the address allows one start every 0.5 s,
+    so the batch needs at least 200 × 0.5 s; a host at an address of its own is held to
+    the address's pace too, one the DNS cache does not know keeps its own."""
+    counts = {f"h{i}.test": 10 for i in range(20)} | {"own.test": 10, "unknown.test": 10}
+    f = frontier_with(opener, counts, politeness={"min_delay": 0.02, "max_delay": 0.02})
+    crawl(f, 0.0, {})
+    view = HostView(f, 100)
+    alone = rows(view.stats(1.0))
+    assert max(row["drain"] for row in alone.values()) < 5.0
+    where = {h: "192.0.2.1" for h in counts} | {"own.test": "192.0.2.2", "unknown.test": None}
+    view = HostView(f, 100)
+    view.pace = hoststatus.AddressPace(2, 0.5, lambda host, now: where[host])
+    stats = view.stats(1.0)
+    paced = rows(stats)
+    pending = sum(f.back.host(host_hash(h)).pending for h in counts if h.startswith("h"))
+    assert pending >= 180
+    assert paced["h3.test"]["drain"] == pytest.approx(pending * 0.5)
+    assert stats["hosts/drain"] == pytest.approx(pending * 0.5)
+    assert paced["own.test"]["drain"] == pytest.approx(
+        f.back.host(host_hash("own.test")).pending * 0.5)
+    assert paced["unknown.test"]["drain"] == pytest.approx(alone["unknown.test"]["drain"])

@@ -113,4 +113,4 @@ def test_a_lone_host_at_another_worker_s_address_fetches_again_in_its_window_una
         holder.finished(pending[0], start, start + 0.05)
         holder.start((lease("a.test"), None), start + 0.06)
         assert holder.turn(start + 0.06) == []  # not before 0.1 after the last start
-    assert to_owner == []
+    assert to_owner == [] and holder.address_of("a.test", 0.0) == address
