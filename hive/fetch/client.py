@@ -48,6 +48,7 @@ still parses the status line, the headers and the chunked framing.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import logging
 import re
@@ -122,6 +123,9 @@ class FetchResult:
     # body is raw_body with every content coding undone (cut at max_decoded_bytes); False when
     # the fetch failed before its body ended or a coding could not be undone
     decoded: bool
+    # the connection to ``address`` failed before any byte of the request went out, as
+    # another of the host's addresses may not (what ``fallbacks`` are tried after)
+    unconnected: bool = False
 
 
 class ProxyRefused(ConnectionError):
@@ -262,10 +266,15 @@ class Fetcher:
         except Exception as exc:  # the boundary: every failure becomes an outcome kind
             failure = self._classify(exc, progress.phase)
             progress.truncated = progress.truncated or progress.phase == "body"
+            unconnected = _next_address(exc, progress)
+        else:
+            unconnected = False
         times = (started, time.time(), time.monotonic() - t0)
         result = self._result(
             url, address, request, progress, failure, times, t0 + self.total_timeout
         )
+        if unconnected:
+            result = dataclasses.replace(result, unconnected=True)
         with self._stats_lock:
             stats = self._stats
             stats["fetch/requests"] += 1

@@ -30,6 +30,11 @@ class Fetched(Outcome):
     message: str = ""
     mime: str = ""  # the response's Content-Type, for the crawl log
     address: str = ""  # the address the fetch connected to (its last try), for the crawl log
+    # The host's addresses left to try, in order, when the fetch could not connect to the
+    # one its address politeness granted (hive/procs/addresses.py: each waits for a grant
+    # of its own); empty otherwise.
+    fallbacks: tuple[str, ...] = ()
+    unconnected: bool = False  # its last request could not connect (FetchResult's)
     links: list[UrlRecord] = field(default_factory=list)
     refused_links: Counter[str] = field(default_factory=Counter)
     # The links refused by scope or a trap guard, to be counted by host and logged: (reason,

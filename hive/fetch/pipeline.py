@@ -4,7 +4,8 @@ lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy'
 → fetch through the one fetcher (a robots.txt lease: hive.fetch.robots_fetch), from
 the host's first address or, when connecting to it fails, its next (``happy_eyeballs``
 order, those the guard passes, ``fetch.connect_attempts`` in all; the address used is
-the WARC's ``WARC-IP-Address`` and the crawl log's ``address``)
+the WARC's ``WARC-IP-Address`` and the crawl log's ``address``; with address politeness
+on, only the address granted, the next ones handed back to wait for grants of their own)
 → each exchange to the sinks, in order (hive.fetch.sinks; the first, the WARC
 sink, has its records in the kernel before the outcome is returned) → links
 from HTML and headers, embeds from HTML and CSS → scope → ``Fetched``.
@@ -224,8 +225,19 @@ class Pipeline:
     def run(self, lease: Lease, stale: RobotsRules | None, started: float,
             granted: str | None = None) -> Fetched:
         """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it;
-        ``granted``: the address its address politeness granted it (tried first)."""
+        ``granted``: the address its address politeness granted it, the only one tried:
+        if it cannot be connected to, the host's others are the result's ``fallbacks``,
+        each to wait for a grant of its own (hive/procs/addresses.py)."""
+        fetched = self._run(lease, stale, started, granted)
+        if granted is not None and fetched.unconnected:
+            fetched.fallbacks = self._address(lease.record.host_key, started, granted)[0][1:]
+        return fetched
+
+    def _run(self, lease: Lease, stale: RobotsRules | None, started: float,
+             granted: str | None) -> Fetched:
         address, failed, message = self._address(lease.record.host_key, started, granted)
+        if granted is not None:
+            address = address[:1]
         if not address:
             if lease.kind == LeaseKind.ROBOTS and failed == Kind.DNS:
                 return self.robots_fetch.outcome(lease, stale, None, b"", started, time.time(),
@@ -274,7 +286,7 @@ class Pipeline:
         success. The first address in ``happy_eyeballs`` order must pass the guard (else
         the host is refused, as ever); the others that pass follow it. A ``granted``
         address (hive/procs/addresses.py) is the first, whatever DNS says now: its grant
-        is for it; the others follow only if connecting to it fails (no request made)."""
+        is for it; the others follow (``run`` hands them back as fallbacks)."""
         resolution = self.dns.lookup(hostname(host), now)
         if granted is not None:
             others = happy_eyeballs(resolution.addresses) if resolution.ok else []
@@ -348,6 +360,7 @@ class Pipeline:
             result.outcome, result.status, retry_after=result.retry_after, lease=lease,
             started=started, finished=result.finished, size=len(result.raw_body),
             message=result.message, mime=result.content_type or "", address=result.address,
+            unconnected=result.unconnected,
         )
         listing = record.kind if record.kind in _LISTING_KINDS else self._sniff(record, result)
         if listing and (fetched.kind is Kind.OK or (

@@ -119,7 +119,7 @@ class RobotsFetch:
             lease, stale, robots_status(result), result.body, started, result.finished,
             result.message, result.retry_after,
         )
-        fetched.address = result.address
+        fetched.address, fetched.unconnected = result.address, result.unconnected
         return fetched
 
     def outcome(

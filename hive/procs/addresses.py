@@ -17,9 +17,12 @@ a fetch thread (``lookup``, answered by ``looked_up``), so the frontier thread n
 waits on DNS. A lease whose host has an address waits in the stock for a grant
 there; one whose host has none (a DNS failure) goes at once, to end without
 contacting any server. The address granted (the first in ``happy_eyeballs`` order)
-is the one its fetch connects to first, so a host whose address changes (its DNS
-entry expired) is polite at each; the host's other addresses are tried after it
-only if connecting to it fails (hive.fetch.pipeline), without a grant of their own.
+is the one its fetch connects to, so a host whose address changes (its DNS
+entry expired) is polite at each. If connecting to it fails, the fetch hands the
+host's other addresses back (``Fetched.fallbacks``, hive.fetch.pipeline) and its
+lease waits again, for a grant at the next address it has not tried
+(``fall_back``), up to ``fetch.connect_attempts`` addresses in all: a host's
+fallback address is held to its own limits like any other.
 
 A message is checked before it is believed: a sender outside the ring, an ask for an
 address this worker does not own, a grant from a worker that does not own its
@@ -75,7 +78,9 @@ class Addresses:
         self.resolved = resolved
         self.lookup = lookup
         self._resolving: dict[str, list[Pending]] = {}  # hosts looked up, their leases
-        self._slots: dict[int, Slot] = {}  # a started lease's grant, by its host hash
+        self._slots: dict[int, tuple[Pending, Slot]] = {}  # a started lease and its grant
+        self._tried: dict[int, list[str]] = {}  # addresses a lease could not connect to
+        self.connect_attempts = cfg.fetch.connect_attempts
         # From the fetch threads: hosts looked up, and leases too late for their grant.
         self.looked: queue.SimpleQueue[tuple[str, Resolution]] = queue.SimpleQueue()
         self.late: queue.SimpleQueue[Pending] = queue.SimpleQueue()
@@ -201,8 +206,8 @@ class Addresses:
             for holder, batch in grants.items():
                 self.send(holder, wire.encode_address_grants(self.worker_id, self.epoch, batch))
         taken = self.stock.take(now)
-        for (lease, _), slot in taken:
-            self._slots[lease.host_hash] = slot
+        for pending, slot in taken:
+            self._slots[pending[0].host_hash] = pending, slot
         return taken
 
     def receive(self, message: wire.AddressAsks | wire.AddressGrants, now: float) -> None:
@@ -241,16 +246,36 @@ class Addresses:
     def finished(self, lease: Lease, started: float, now: float) -> None:
         """A lease's fetch (started at ``started``) ended: its grant goes back, or back in
         hand if it is a window still open."""
-        slot = self._slots.pop(lease.host_hash, None)
-        if slot is not None:
-            self.stock.done(slot, now, started)
+        self._tried.pop(lease.host_hash, None)
+        taken = self._slots.pop(lease.host_hash, None)
+        if taken is not None:
+            self.stock.done(taken[1], now, started)
+
+    def fall_back(self, lease: Lease, fallbacks: tuple[str, ...], started: float,
+                  now: float) -> bool:
+        """A lease's fetch could not connect to the address granted: its grant goes back,
+        and True if it waits for a grant at the next of ``fallbacks`` it has not tried
+        (within ``fetch.connect_attempts``); False if it has none left, its outcome stands."""
+        host = lease.host_hash
+        taken, tried = self._slots.get(host), self._tried.get(host, [])
+        self.finished(lease, started, now)
+        if taken is None:
+            return False
+        tried.append(taken[1].address)
+        untried = [a for a in fallbacks if a not in tried]
+        if not untried or len(tried) >= self.connect_attempts:
+            return False
+        self._tried[host] = tried
+        self._count("address/fallbacks")
+        self.stock.wait(untried[0], self.owner(untried[0]), taken[0], now, host=host)
+        return True
 
     def spoiled(self, pending: Pending, now: float) -> None:
         """A lease that reached a fetch thread after its grant's ``start_by``: it waits for
         another."""
-        slot = self._slots.pop(pending[0].host_hash, None)
-        if slot is not None:
-            self.stock.spoiled(pending, slot, now)
+        taken = self._slots.pop(pending[0].host_hash, None)
+        if taken is not None:
+            self.stock.spoiled(pending, taken[1], now)
 
     def next_due(self, now: float) -> float | None:
         times = [t for t in (self.stock.next_due(now), self.ledger.next_due(now))

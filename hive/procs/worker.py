@@ -320,6 +320,9 @@ class Worker:
                 return
             self.in_flight -= 1
             if self.addresses is not None:
+                if fetched.fallbacks and self.addresses.fall_back(
+                        fetched.lease, fetched.fallbacks, fetched.started, now):
+                    continue  # it waits for a grant at the host's next address
                 self.addresses.finished(fetched.lease, fetched.started, now)
             self.gate.keep(fetched)
             if fetched.links:

@@ -1,7 +1,8 @@
 """A connect failure tries the host's next address (hive.fetch.client ``fallbacks``,
 hive.fetch.dns.happy_eyeballs): a name resolving to a dead loopback address, then a
 live one, is crawled from the live one, politely, with that address in the crawl log
-and in the WARC's WARC-IP-Address; with one attempt it is the host's failure."""
+and in the WARC's WARC-IP-Address; with the address limits on, each address tried waits
+for a grant of its own."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_a_host_whose_first_address_is_dead_is_crawled_from_the_next(
     timed = as_received(requests, received(tmp_path))
     gaps = dict.fromkeys(web.web.names, DELAY) | web.web.crawl_delay
     assert politeness_violations(timed, gaps, tolerance=0.01) == []
-    assert stats["fetch/connections/fallbacks"] >= 1
+    assert stats["address/fallbacks"] >= 1  # the address limits are on (crawl_config)
     log = [json.loads(line) for line in (tmp_path / "crawl-00.jsonl").read_text().splitlines()]
     own = [e for e in log if f"//{dual}" in e["url"]]
     assert own and not [e for e in own if e["outcome"] in ("connect", "timeout")], own
@@ -94,3 +95,34 @@ def test_a_host_whose_first_address_is_dead_is_crawled_from_the_next(
                     addresses[uri] = record.rec_headers.get_header("WARC-IP-Address")
     mine = {uri: ip for uri, ip in addresses.items() if f"//{dual}" in uri}
     assert mine and set(mine.values()) == {WEB_ADDRESS}, mine
+
+
+def test_a_fallback_address_waits_for_a_grant_of_its_own(
+        web: WebProcess, tmp_path: Path) -> None:
+    """Two hosts at a dead address then the live one, a third at the live one only, one
+    request at a time and 0.3 s between starts at each address: the live address sees its
+    limits held, the first two hosts' requests (each a fallback) included."""
+    dual, other, plain = web.web.names[:3]
+    gap, hold = 0.3, 0.05
+    cfg = crawl_config(
+        web, politeness={"min_delay": DELAY, "ip_concurrency": 1, "ip_min_delay": gap,
+                         "ip_grant_hold": hold},
+        dns={"resolve": [f"{dual}={DEAD},{WEB_ADDRESS}", f"{other}={DEAD},{WEB_ADDRESS}",
+                         f"{plain}={WEB_ADDRESS}"],
+             "allow_nets": [f"{WEB_ADDRESS}/32", f"{DEAD}/32"]},
+    )
+    started = time.time()
+    worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+    worker.add(web.seeds(), started)
+    assert worker.run_until_idle(timeout=60)
+    stats = worker.stats()
+    worker.close()
+    requests = sorted((r for r in web.requests if r.arrived is not None and r.arrived >= started),
+                      key=lambda r: r.received)
+    assert web.in_scope_urls() <= {r.url for r in requests if r.method == "GET"}
+    assert stats["address/fallbacks"] >= 10
+    # A start comes within its grant's hold of its time, so starts are gap - hold apart at
+    # least (the server's stamps forgiven 0.02 s), and none before the one before ended.
+    for before, after in zip(requests, requests[1:], strict=False):
+        assert after.received - before.received >= gap - hold - 0.02, (before, after)
+        assert after.received >= before.finished - 0.02, (before, after)
