@@ -1,6 +1,7 @@
 """Instructions per page: a hive crawl under callgrind, counted after a warm-up.
 
     python bench/instructions.py [--hosts 10] [--pages 100] [--warmup 100] [--set KEY=VALUE]
+                                 [--procs 1] [--own-addresses]
 
 CPU seconds on these shared machines move by 10-15 % between identical runs, so a
 change of a few per cent needs many alternating runs to show (bench_crawl.py). An
@@ -19,11 +20,16 @@ checkout (``PYTHONPATH`` at it); bench/README.md has a series. Needs valgrind
 (Debian's ``valgrind``); takes 2-4 minutes. ``--set`` (repeatable) passes a config
 override to ``hive start``, to compare a setting on and off in one checkout, e.g.
 ``--set 'outputs.sinks=["hive.fetch.warc_sink:build","hive.fetch.text_sink:build"]'``.
+``--own-addresses`` serves each host at an address of its own (127.0.1.x, as
+bench_addresses.py's own workload; ``ip_min_delay`` the host delay), so that
+``--procs 2 --own-addresses --set politeness.ip_concurrency=2`` against ``=0`` is
+the cost of the address limits' asks and grants between workers.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -63,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100, help="pages before counting")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--procs", type=int, default=1)
+    parser.add_argument("--own-addresses", action="store_true",
+                        help="each host at an address of its own")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="SECTION.KEY=VALUE", help="a config override for hive start")
     args = parser.parse_args(argv)
@@ -73,13 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     # The crawl benchmark's web: its Crawl-delay host at twice the delay.
     web = Web(seed=7, hosts=args.hosts, pages=args.pages, hostile=False,
               robots_crawl_delay=2 * DELAY)
-    with WebProcess(web, work / "requests.jsonl", host=ADDRESS) as server:
+    placed = {name: f"127.0.{1 + i // 250}.{1 + i % 250}" for i, name in enumerate(web.names)}
+    also = tuple(sorted(set(placed.values()))) if args.own_addresses else ()
+    with WebProcess(web, work / "requests.jsonl", host=ADDRESS, also=also) as server:
         (work / "seeds.txt").write_text("".join(f"{url}\n" for url in web.seeds(server.port)))
+        resolve = ([f"{name}={address}" for name, address in placed.items()]
+                   if args.own_addresses else [server.resolve])
+        nets = [f"{address}/32" for address in (*also, ADDRESS)]
         (work / "hive.toml").write_text(
-            f'[dns]\nresolve = ["{server.resolve}"]\nallow_nets = ["{ADDRESS}/32"]\n'
+            f"[dns]\nresolve = {json.dumps(resolve)}\nallow_nets = {json.dumps(nets)}\n"
             f"[politeness]\nmin_delay = {DELAY}\nmax_delay = {DELAY}\ncrawl_delay_cap = 1.0\n"
-            # every host shares one address: the address limits off (bench_addresses.py)
-            "ip_concurrency = 0\n"
+            # every host shares one address: the address limits off (bench_addresses.py),
+            # unless --set turns them on
+            f"ip_concurrency = 0\nip_min_delay = {DELAY}\n"
             "[robots]\nretry_delay = 0.5\ntries = 2\n[fetch]\nthreads = 4\n"
             # Under callgrind on a loaded machine a worker can take minutes to send its
             # first report: at the default 60 s the supervisor kills it as hung, forever.
@@ -91,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         hive = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--trace-children=yes",
              f"--callgrind-out-file={out_dir}/cg.%p", os.path.realpath(sys.executable),
-             "-m", "cli", "--config", str(work / "hive.toml"), "start", "--procs", "1",
+             "-m", "cli", "--config", str(work / "hive.toml"), "start", "--procs", str(args.procs),
              "--data", str(work / "data"), "--seeds", str(work / "seeds.txt"), "--quiet",
              *(arg for item in args.overrides for arg in ("--set", item))],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -219,12 +219,11 @@ class AddressLedger:
 
     def next_due(self, now: float) -> float | None:
         """When ``grant`` may next have something to do: the quiet's end, or the first expiry
-        of a grant at an address someone waits for (None: only a new ask)."""
+        of a grant (at the latest: a grant returned may have been the first; None: only a
+        new ask)."""
         if now < self.quiet_until:
             return self.quiet_until if self._addresses else None
-        expiries = [grant.expires for entry in self._addresses.values()
-                    for grant in entry.grants.values()]
-        return min(expiries) if expiries else None
+        return self._next_expiry if self._next_expiry < float("inf") else None
 
     def busiest(self, n: int) -> list[tuple[str, int, int]]:
         """The ``n`` addresses with the most grants outstanding and holders waiting:

@@ -30,11 +30,14 @@ grant a window, not a fetch. The stock says, with each ask, whether it has seen
 one host at the address (``single``) since the address was last forgotten.
 
 Pure: every method takes ``now``; memory is bounded by the leases waiting and
-the grants held (an address with neither is forgotten).
+the grants held (an address with neither is forgotten). A turn's work is bounded
+by the addresses that changed or have leases waiting: a grant held with nothing
+waiting is looked at again only when its ``start_by`` passes (a heap of them).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -94,7 +97,8 @@ class AddressStock(Generic[Job]):
         self.me = me
         self.reserve = reserve
         self._addresses: dict[str, _Address[Job]] = {}
-        self._changed: set[str] = set()
+        self._changed: set[str] = set()  # addresses changed or with leases waiting
+        self._ends: list[tuple[float, str]] = []  # (start_by, address) of grants in hand
         self.counts: dict[str, int] = {
             "address/waited": 0, "address/unused": 0, "address/spoiled": 0,
             "address/stale_grants": 0,
@@ -160,14 +164,21 @@ class AddressStock(Generic[Job]):
             entry.returned.clear()  # the owner's earlier life forgot those grants
         start = now + max(wait, 0.0)
         entry.hand.append(Slot(owner, owner_epoch, address, grant_id, start, start + hold, every))
+        heapq.heappush(self._ends, (start + hold, address))
         self._changed.add(address)
 
     def take(self, now: float) -> list[tuple[Job, Slot]]:
         """The waiting leases that may start now, each with its grant; grants past their
         start time are given back."""
         out: list[tuple[Job, Slot]] = []
+        ends = self._ends
+        while ends and ends[0][0] < now:  # grants past their start_by, waited for or not
+            self._changed.add(heapq.heappop(ends)[1])
         for address in list(self._changed):
-            entry = self._addresses[address]
+            entry = self._addresses.get(address)
+            if entry is None:
+                self._changed.discard(address)
+                continue
             keep: list[Slot] = []
             for slot in entry.hand:
                 if now > slot.start_by:
@@ -195,6 +206,7 @@ class AddressStock(Generic[Job]):
         if slot.every > 0 and now < slot.start_by and slot.owner_epoch == entry.owner_epoch:
             began = now if started is None else min(started, now)
             entry.hand.append(replace(slot, not_before=began + slot.every, used=True))
+            heapq.heappush(self._ends, (slot.start_by, slot.address))
         else:
             self._give_back(entry, slot)
         if entry.owner != self.me:
@@ -214,7 +226,10 @@ class AddressStock(Generic[Job]):
         whose leases still wait with nothing in hand after ``resend``)."""
         out: list[Ask] = []
         for address in list(self._changed):
-            entry = self._addresses[address]
+            entry = self._addresses.get(address)
+            if entry is None:
+                self._changed.discard(address)
+                continue
             reserve = 1 if now < entry.reserve_until else 0
             want = min(self.concurrency, max(entry.in_use + len(entry.waiting), reserve))
             held = len(entry.hand) + entry.in_use
@@ -227,18 +242,19 @@ class AddressStock(Generic[Job]):
                                tuple(entry.returned), entry.hosts == 1))
                 entry.returned = []
                 entry.sent_want, entry.asked = want, now
-            if not entry.waiting and not entry.hand and not entry.in_use:
-                del self._addresses[address]
+            if not entry.waiting:  # its grants in hand are looked at again at their end
                 self._changed.discard(address)
-            elif not entry.hand and not entry.waiting:
-                self._changed.discard(address)
+                if not entry.hand and not entry.in_use:
+                    del self._addresses[address]
         return out
 
     def next_due(self, now: float) -> float | None:
         """When ``take`` or ``asks`` may next have something to do."""
-        due: float | None = None
+        due: float | None = self._ends[0][0] if self._ends else None
         for address in self._changed:
-            entry = self._addresses[address]
+            entry = self._addresses.get(address)
+            if entry is None:
+                continue
             times = [slot.not_before if slot.not_before > now else slot.start_by
                      for slot in entry.hand]
             if entry.waiting and not entry.hand:

@@ -175,6 +175,8 @@ def test_a_fetch_end_returns_its_grant_and_asks_the_next_in_one_ask() -> None:
 def test_a_grant_past_its_window_goes_back_unused() -> None:
     st = stock()
     st.granted(3, 9, A, 5, 0.0, 0.5, 0.0)  # nobody waits for it
+    assert st.take(0.1) == [] and st.asks(0.1) == []  # not looked at again before its end
+    assert st.next_due(0.1) == 0.5
     assert st.take(0.6) == []
     (ask,) = st.asks(0.6)
     assert ask.returned == (5,) and st.counts["address/unused"] == 1
