@@ -3,9 +3,8 @@
 lease → DNS (cache, ``--resolve`` overrides) → address guard (and the proxy's)
 → fetch through the one fetcher (a robots.txt lease: hive.fetch.robots_fetch), from
 the host's first address or, when connecting to it fails, its next (``happy_eyeballs``
-order, those the guard passes, ``fetch.connect_attempts`` in all; the address used is
-the WARC's ``WARC-IP-Address`` and the crawl log's ``address``; with address politeness
-on, only the address granted, the next ones handed back to wait for grants of their own)
+order, guard-passed, ``fetch.connect_attempts`` in all, each granted when address limits
+are on; the one used is the WARC's ``WARC-IP-Address`` and the crawl log's ``address``)
 → each exchange to the sinks, in order (hive.fetch.sinks; the first, the WARC
 sink, has its records in the kernel before the outcome is returned) → links
 from HTML and headers, embeds from HTML and CSS → scope → ``Fetched``.
@@ -224,20 +223,16 @@ class Pipeline:
 
     def run(self, lease: Lease, stale: RobotsRules | None, started: float,
             granted: str | None = None) -> Fetched:
-        """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it;
-        ``granted``: the address its address politeness granted it, the only one tried:
-        if it cannot be connected to, the host's others are the result's ``fallbacks``,
-        each to wait for a grant of its own (hive/procs/addresses.py)."""
-        fetched = self._run(lease, stale, started, granted)
-        if granted is not None and fetched.unconnected:
-            fetched.fallbacks = self._address(lease.record.host_key, started, granted)[0][1:]
+        """Fetch one lease (``stale``: see ``stale_rules``) and say what became of it; only
+        at ``granted`` if given (its address's grant; the others: ``Fetched.fallbacks``)."""
+        addresses, failed, message = self._address(lease.record.host_key, started, granted)
+        fetched = self._run(lease, stale, started, addresses[:1] if granted else addresses,
+                            failed, message)
+        fetched.fallbacks = addresses[1:] if granted and fetched.unconnected else ()
         return fetched
 
     def _run(self, lease: Lease, stale: RobotsRules | None, started: float,
-             granted: str | None) -> Fetched:
-        address, failed, message = self._address(lease.record.host_key, started, granted)
-        if granted is not None:
-            address = address[:1]
+             address: Addresses, failed: Kind, message: str) -> Fetched:
         if not address:
             if lease.kind == LeaseKind.ROBOTS and failed == Kind.DNS:
                 return self.robots_fetch.outcome(lease, stale, None, b"", started, time.time(),
