@@ -40,7 +40,7 @@ def test_a_host_that_moves_waits_its_turn_at_its_new_address(tmp_path: Path) -> 
         addresses.start((first, None), 0.0)
         ((pending, slot),) = addresses.turn(0.0)
         assert pending[0] == first and slot.address == OLD
-        addresses.finished(first, 0.05)
+        addresses.finished(first, 0.0, 0.05)
 
         resident = lease("resident.test")
         addresses.start((resident, None), 0.06)
@@ -52,7 +52,7 @@ def test_a_host_that_moves_waits_its_turn_at_its_new_address(tmp_path: Path) -> 
         addresses.start((second, None), 0.3)
         assert addresses.turn(0.3) == [], "one in flight at the new address already"
         assert addresses.waiting_hosts() == {second.host_hash: NEW}
-        addresses.finished(resident, 0.4)
+        addresses.finished(resident, 0.06, 0.4)
         ((pending, slot),) = addresses.turn(0.4)
         assert pending[0] == second and slot.address == NEW  # the fetch goes where granted
         # and it starts no sooner than ip_min_delay after the resident host's start
