@@ -227,11 +227,15 @@ class Node:
         return STEPS[step](self.data_dir, self.cfg, self.name, *args)
 
     def status(self) -> dict[str, Any]:
-        """The machine supervisor's status, or why there is none."""
-        alive = self.process is not None and self.process.is_alive()
-        base = {"machine": self.name, "epoch": self.epoch, "rejoins": self.rejoins,
-                "alive": alive, "node_pid": os.getpid(),
-                "exit_code": self.process.exitcode if self.process is not None else None}
+        """The machine supervisor's status, or why there is none. Read under the lock a
+        restart holds: the driver never sees the exit of a supervisor the node is replacing
+        (it would take it for the machine's end and stop the hive)."""
+        with self._lock:
+            process, epoch, rejoins = self.process, self.epoch, self.rejoins
+            alive = process is not None and process.is_alive()
+            code = process.exitcode if process is not None else None
+        base = {"machine": self.name, "epoch": epoch, "rejoins": rejoins,
+                "alive": alive, "node_pid": os.getpid(), "exit_code": code}
         if not alive or self.plan is None:
             return base
         try:
@@ -248,8 +252,10 @@ class Node:
             client.call("stop", now=now)
 
     def exit_code(self) -> int | None:
-        """The machine supervisor's exit code once it has exited, else None."""
-        return self.process.exitcode if self.process is not None else None
+        """The machine supervisor's exit code once it has exited, else None (not while the
+        node replaces it)."""
+        with self._lock:
+            return self.process.exitcode if self.process is not None else None
 
     def shutdown(self) -> None:
         self.stopping = True
