@@ -10,7 +10,9 @@ cluster (``hive start --cluster``) fences itself, in two parts:
   head's grant, so never later than the head's own reckoning), less one renewal
   interval, and its supervisor hands that ``until`` to every worker with a
   ``fence`` command. A worker leases no URL to a fetch thread once its clock
-  passes ``until`` (:meth:`Fence.holds`, asked afresh before each lease): a
+  passes ``until`` (:meth:`Fence.holds`, asked afresh before each lease, and
+  before a lease that waited for its address's grant starts: it may have waited
+  across the lapse, as across a cut link whose grants arrive once it is up): a
   machine that cannot renew (cut off, frozen, its head gone) stops fetching
   before the head can count its lease as lapsed. A fetch handed out before then
   may still be in flight (as at a kill).

@@ -176,7 +176,7 @@ class Worker:
         self.in_flight = 0
         self.stopping = False
         # Whether a URL may be leased to a fetch now (a cluster machine's lease,
-        # hive/procs/fence.py): asked before each lease, on the clock as it is then.
+        # hive/procs/fence.py): asked before each lease and before a granted one starts.
         self.may_lease: Callable[[], bool] = _always
         self.disk_error = ""
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
@@ -569,8 +569,11 @@ class Worker:
         while (job := self._jobs.get()) is not None:
             if self._closing.is_set():
                 continue  # queued after a close began: its URL stays pending in the store
-            if isinstance(job, str) or (job[2] is not None and time.time() > job[2].start_by):
-                assert self.addresses is not None  # a host to look up, a lease late for its grant
+            # A host to look up; a lease late for its grant, or granted after the machine's
+            # lease lapsed (it waited across the lapse: hive/procs/fence.py): it waits again.
+            if isinstance(job, str) or (job[2] is not None and (
+                    time.time() > job[2].start_by or not self.may_lease())):
+                assert self.addresses is not None
                 self.addresses.aside(job, self.pipeline.prefetch)
                 self._wake()
                 continue

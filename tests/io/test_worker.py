@@ -696,3 +696,40 @@ def test_a_fetch_thread_busy_past_close_writes_to_no_closed_descriptor(
         assert reopened.frontier.pending >= 1
     finally:
         reopened.close()
+
+
+def test_a_lease_granted_after_the_fence_lapsed_does_not_start(tmp_path: Path) -> None:
+    """A cluster machine's worker leases nothing once its lease from the head lapses
+    (hive/procs/fence.py); a lease handed out before, still waiting for its address's grant,
+    does not start when the grant comes after the lapse (a machine whose link was cut
+    got its grants once the link was up: tests/test_cluster_netns.py): it waits again,
+    and goes once the fence holds again. Nothing is lost."""
+    from hive.testweb import Web
+
+    with WebProcess(Web(seed=3, hosts=4, pages=1, hostile=False), tmp_path / "requests.jsonl",
+                    host="127.0.0.2") as web:
+        # One fetch at a time at the web's one address, a grant each half second: the
+        # seeds' leases all go out at once, and all but one wait for their grant.
+        cfg = crawl_config(web, politeness={"ip_concurrency": 1, "ip_min_delay": 0.5})
+        worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+        holds = [True]
+        worker.may_lease = lambda: holds[0]
+        worker.add(web.seeds(), time.time())
+        assert worker.addresses is not None
+        deadline = time.monotonic() + 10
+        while worker.addresses.waiting_count() < len(web.seeds()) - 1:
+            assert time.monotonic() < deadline, worker.addresses.waiting_count()
+            worker.wait(min(worker.loop_once(time.time()), 0.05))
+        holds[0] = False
+        lapsed = time.time()
+        deadline = time.monotonic() + 2.5  # a grant for every lease waiting, and more
+        while time.monotonic() < deadline:
+            worker.wait(min(worker.loop_once(time.time()), 0.1))
+        # Only the lease that had its grant before the lapse may have reached the server.
+        started = {r.host for r in web.requests if r.received > lapsed}
+        assert len(started) <= 1, started
+        assert worker.stats().get("address/spoiled", 0) >= 2
+        holds[0] = True
+        assert worker.run_until_idle(timeout=60)
+        worker.close()
+        assert web.in_scope_urls() <= {r.url for r in web.requests}
