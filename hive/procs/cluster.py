@@ -81,6 +81,10 @@ from hive.storage.datadir import DataDir
 log = logging.getLogger(__name__)
 
 POLL = 1.0
+# How long a machine's status may take before it shows down (asked again then), and the
+# head's sweep before the driver says it did not answer: the driver's loop goes on meanwhile.
+STATUS_TIMEOUT = 2 * POLL + 5
+SWEEP_TIMEOUT = 5.0
 # How long the cluster's address may take to answer a connection before hive start says so.
 CONNECT_TIMEOUT = 5.0
 # How long the driver waits for the machines' answers to a hive add or deny: within the
@@ -178,6 +182,10 @@ class ClusterDriver:
         self.last: dict[str, dict[str, Any]] = {}
         self.dropped: set[str] = set()
         self.book: dict[str, Any] = {}
+        # The questions open: each machine's status and the head's sweep, with when asked.
+        self._asked: dict[str, tuple[Any, float]] = {}
+        self._sweep: tuple[Any, float] | None = None
+        self._unanswered: set[str] = set()
         self._next_poll = 0.0
         self._quiet_rounds = 0
         self._fingerprint: tuple[float, ...] | None = None
@@ -422,21 +430,51 @@ class ClusterDriver:
     # -- the loop ----------------------------------------------------------------------
 
     def _poll(self) -> None:
-        """Every machine's status (a machine out of reach keeps its last, marked down) and
-        the head's sweep of lapsed leases."""
+        """Take in what answered since the last round, waiting at most a round (POLL) for
+        the rest: every machine's status and the head's sweep of lapsed leases; then ask
+        again whoever answered. A machine keeps one question open: one that has not
+        answered within STATUS_TIMEOUT (cut off, frozen) shows down with its last status,
+        and is asked again. The loop never waits longer than a round, so while a machine
+        is out of reach ``hive status`` is answered and the head sweeps every round: the
+        machine shows lost as soon as its lease lapses."""
         import ray
-        refs = {name: self.nodes[name].status.remote() for name in self.live()}
-        sweep = self.head.sweep.remote()
-        for name, ref in refs.items():
-            try:
-                self.last[name] = ray.get(ref, timeout=2 * POLL + 5)
-            except Exception as exc:  # noqa: BLE001 - an actor out of reach is down
-                self.last[name] = {**self.last.get(name, {}), "machine": name, "alive": False,
-                                   "error": f"{type(exc).__name__}"}
-        try:
-            self.book = ray.get(sweep, timeout=5)
-        except Exception:  # noqa: BLE001 - the head out of reach: nothing new to say
-            log.warning("the head did not answer its sweep")
+        asked = [ref for ref, _ in self._asked.values()]
+        if self._sweep is not None:
+            asked.append(self._sweep[0])
+        if asked:
+            ray.wait(asked, num_returns=len(asked), timeout=POLL)
+        now = time.monotonic()
+        for name, (ref, since) in list(self._asked.items()):
+            if ray.wait([ref], timeout=0)[0]:
+                del self._asked[name]
+                try:
+                    self.last[name] = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - an actor out of reach is down
+                    self.last[name] = self._down(name, type(exc).__name__)
+            elif now - since > STATUS_TIMEOUT:
+                del self._asked[name]
+                self.last[name] = self._down(name, "GetTimeoutError")
+        if self._sweep is not None:
+            ref, since = self._sweep
+            if ray.wait([ref], timeout=0)[0]:
+                self._sweep = None
+                try:
+                    self.book = ray.get(ref)
+                except Exception:  # noqa: BLE001 - the head out of reach: nothing new to say
+                    log.warning("the head did not answer its sweep")
+            elif now - since > SWEEP_TIMEOUT:
+                self._sweep = None
+                log.warning("the head did not answer its sweep")
+        self._unanswered = set(self._asked)
+        for name in self.live():
+            if name not in self._asked:
+                self._asked[name] = (self.nodes[name].status.remote(), now)
+        if self._sweep is None:
+            self._sweep = (self.head.sweep.remote(), now)
+
+    def _down(self, name: str, error: str) -> dict[str, Any]:
+        """Machine ``name``'s last status, marked down with ``error``."""
+        return {**self.last.get(name, {}), "machine": name, "alive": False, "error": error}
 
     def loop_once(self, now: float) -> float:
         self.control.handle_ready()
@@ -468,11 +506,12 @@ class ClusterDriver:
         return 0.2
 
     def _batch_ended(self, totals: dict[str, float]) -> bool:
-        """Every machine not dropped up, quiet and unlost, and no count moved, two rounds in
-        a row."""
+        """Every machine not dropped up, quiet and unlost, each answered this round, and no
+        count moved, two rounds in a row."""
         statuses = [self.last.get(name, {}) for name in self.live()]
-        quiet = all(s.get("alive") and s.get("quiet") and not self.book.get(
-            s.get("machine", ""), {}).get("lost") for s in statuses)
+        quiet = not self._unanswered & set(self.live()) and all(
+            s.get("alive") and s.get("quiet") and not self.book.get(
+                s.get("machine", ""), {}).get("lost") for s in statuses)
         fingerprint = tuple(totals.get(k, 0) for k in (
             "frontier/admitted", "fetched", "frontier/pending")) + (
             sum(s.get("outbox") or 0 for s in statuses),)
