@@ -1,30 +1,28 @@
 """The worker: one frontier thread and T fetch threads crawling the hosts it owns.
 
-The frontier thread is the only one that touches the frontier and its LMDB
-store (no locks around it). Each turn of ``loop_once(now)`` it applies the
-outcomes the fetch threads finished, admits the discovered links whose hosts
-it owns under the hive's ring and hands the others to ``on_links`` (standalone,
-with no ring: all of them, admitted here; in the hive: the outbox to the
-splitter, which would only route an owned link back), leases
-URLs until each thread has one to fetch and a backlog waits (``max_leases``),
-screens them by their origin's robots.txt rules, commits once (group commit;
-a lease is on disk before its fetch starts), and only then dispatches the
-leases. Busy threads do not wake it per page: a turn takes several finished
-fetches at once.
+The frontier thread is the only one that touches the frontier and its LMDB store (no locks
+around it). Each turn of ``loop_once(now)`` it applies the outcomes the fetch threads
+finished, admits the discovered links whose hosts it owns under the hive's ring and hands
+the others to ``on_links`` (standalone, with no ring: all of them, admitted here; in the
+hive: the outbox to the splitter, which would only route an owned link back), leases URLs
+until each thread has one to fetch and a backlog waits (``max_leases``), screens them by
+their origin's robots.txt rules, commits once (group commit; a lease is on disk before its
+fetch starts), and only then dispatches the leases. Busy threads do not wake it per page:
+a turn takes several finished fetches at once.
 
-The fetch room works on both sides of the thread boundary: the frontier
-thread screens each lease and keeps what its fetch settled through the gate
-(hive.fetch.gate: robots.txt rules), and a fetch thread runs one lease at a
-time through the fetch pipeline (hive.fetch.pipeline: DNS, address guard,
-fetch, the sinks with the WARC first, links, scope) and queues its ``Fetched``
-for the frontier thread; a bug in a fetch becomes an ``error`` outcome, never a
-dead thread or a lost lease. The payload
-index (hive.fetch.revisits) is the one part of the store a fetch thread reads,
-through its own read transactions; the frontier thread writes it. So is a recrawl's
-``prior`` database (hive.procs.plan), which the frontier thread fills from the plan a batch
-of lines a turn, before it leases. A prior crawl's index (``--dedup-from``,
-hive.procs.dedup) is read into the payload index a batch of lines a turn too, and the
-worker leases nothing until it is read whole.
+The fetch room works on both sides of the thread boundary: the frontier thread screens
+each lease and keeps what its fetch settled through the gate (hive.fetch.gate: robots.txt
+rules), and a fetch thread runs one lease at a time through the fetch pipeline
+(hive.fetch.pipeline: DNS, address guard, fetch, the sinks with the WARC first, links,
+scope) and queues its ``Fetched`` for the frontier thread; a bug in a fetch becomes an
+``error`` outcome, never a dead thread or a lost lease. A cluster machine's worker whose
+lease from the head lapsed (hive/procs/fence.py) leases nothing, and its fetch threads
+start nothing already leased until it is renewed. The payload index (hive.fetch.revisits)
+is the one part of the store a fetch thread reads, through its own read transactions; the
+frontier thread writes it. So is a recrawl's ``prior`` database (hive.procs.plan), which
+the frontier thread fills from the plan a batch of lines a turn, before it leases. A prior
+crawl's index (``--dedup-from``, hive.procs.dedup) is read into the payload index a batch
+of lines a turn too, and the worker leases nothing until it is read whole.
 """
 
 from __future__ import annotations
@@ -175,8 +173,8 @@ class Worker:
         self.listing_hosts: set[str] = set()
         self.in_flight = 0
         self.stopping = False
-        # Whether a URL may be leased to a fetch now (a cluster machine's lease,
-        # hive/procs/fence.py): asked before each lease and before a granted one starts.
+        # Whether a URL may be leased or a lease start now (a cluster machine's lease,
+        # hive/procs/fence.py): asked before each lease, and before each fetch starts.
         self.may_lease: Callable[[], bool] = _always
         self.disk_error = ""
         self._results: queue.SimpleQueue[Fetched] = queue.SimpleQueue()
@@ -567,6 +565,9 @@ class Worker:
 
     def _fetch_loop(self) -> None:
         while (job := self._jobs.get()) is not None:
+            while not isinstance(job, str) and job[2] is None and not self.may_lease():
+                if self._closing.wait(0.1):  # a lease taken before the fence lapsed waits
+                    break
             if self._closing.is_set():
                 continue  # queued after a close began: its URL stays pending in the store
             # A host to look up; a lease late for its grant, or granted after the machine's

@@ -733,3 +733,72 @@ def test_a_lease_granted_after_the_fence_lapsed_does_not_start(tmp_path: Path) -
         assert worker.run_until_idle(timeout=60)
         worker.close()
         assert web.in_scope_urls() <= {r.url for r in web.requests}
+
+
+class SlowPages(BaseHTTPRequestHandler):
+    """robots.txt: 404 (allow all) at once; every page after PAGE_SECONDS, linking nowhere."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.server.paths.append(  # type: ignore[attr-defined]
+            (time.time(), self.headers["Host"], self.path))
+        body = b"<html><body>a page</body></html>"
+        if self.path == "/robots.txt":
+            self.send_response(404)
+            body = b""
+        else:
+            time.sleep(PAGE_SECONDS)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+PAGE_SECONDS = 0.3
+
+
+def test_a_lease_queued_to_a_busy_fetch_thread_does_not_start_after_the_fence_lapsed(
+        tmp_path: Path) -> None:
+    """Without address limits, leases wait in the fetch threads' queue behind a slow page:
+    one taken by the thread after its machine's lease lapsed (hive/procs/fence.py) does not
+    start; it goes once the fence holds again. Nothing is lost."""
+    server = ThreadingHTTPServer(("127.0.0.2", 0), SlowPages)
+    server.paths = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        cfg = config.load(environ={}).replace(
+            dns={"resolve": ["*.test=127.0.0.2"], "allow_nets": ["127.0.0.2/32"]},
+            politeness={"min_delay": 0.05, "max_delay": 0.2, "ip_concurrency": 0},
+            fetch={"threads": 1, "total_timeout": 5.0})
+        worker = Worker(cfg, tmp_path / "store", warc_dir=tmp_path / "warc", log_dir=tmp_path)
+        holds = [True]
+        worker.may_lease = lambda: holds[0]
+        seeds = [f"http://h{i}.test:{port}/" for i in range(6)]
+        worker.add(seeds, time.time())
+        deadline = time.monotonic() + 10
+        # Until the one thread is in a slow page with more leases queued behind it.
+        while not (any(path == "/" for _, _, path in server.paths)  # type: ignore[attr-defined]
+                   and worker.in_flight >= 2):
+            assert time.monotonic() < deadline, server.paths  # type: ignore[attr-defined]
+            worker.wait(min(worker.loop_once(time.time()), 0.01))
+        holds[0] = False
+        lapsed = time.time()
+        deadline = time.monotonic() + 4 * PAGE_SECONDS
+        while time.monotonic() < deadline:
+            worker.wait(min(worker.loop_once(time.time()), 0.05))
+        after = [(host, path) for when, host, path in server.paths  # type: ignore[attr-defined]
+                 if when > lapsed]
+        assert after == [], after
+        holds[0] = True
+        assert worker.run_until_idle(timeout=60)
+        worker.close()
+        pages = {host for _, host, path in server.paths  # type: ignore[attr-defined]
+                 if path == "/"}
+        assert pages == {f"h{i}.test:{port}" for i in range(6)}
+    finally:
+        server.shutdown()
+        server.server_close()
