@@ -85,12 +85,20 @@ class RayCluster:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayCluster]:
+    """The cluster, with RAY_ENV in this process's environment while it runs (restored
+    after: an xdist worker runs other modules next, tests/test_cluster_netns.py among them)."""
+    saved = {name: os.environ.get(name) for name in RAY_ENV}
     os.environ.update(RAY_ENV)
     ray_cluster = RayCluster()
     try:
         yield ray_cluster
     finally:
         ray_cluster.cluster.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture

@@ -125,10 +125,13 @@ class Machines:
         return ["ip", "netns", "exec", self.namespaces[name], *command]
 
     def env(self, name: str, base: dict[str, str]) -> dict[str, str]:
-        """``base`` with machine ``name``'s own Ray temporary directory."""
+        """``base`` with machine ``name``'s own Ray temporary directory, and Ray's own
+        default for multi-node clusters on Linux (on: the ``ray.cluster_utils`` tests set
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which makes ``ray start --address`` refuse)."""
         ray_tmp = self.tmp / name
         ray_tmp.mkdir(exist_ok=True)
-        return {**base, "RAY_TMPDIR": str(ray_tmp), "RAY_USAGE_STATS_ENABLED": "0"}
+        return {**{k: v for k, v in base.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"},
+                "RAY_TMPDIR": str(ray_tmp), "RAY_USAGE_STATS_ENABLED": "0"}
 
     def run(self, name: str, command: list[str], base: dict[str, str]) -> str:
         """Run ``command`` on machine ``name`` to its end; its output, or fail naming it."""
