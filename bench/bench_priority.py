@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import json
 import math
 import subprocess
 import sys
@@ -43,7 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hive import config  # noqa: E402
+from bench_crawl import write_config  # noqa: E402
+
 from hive.testweb import Web, serve  # noqa: E402
 from hive.testweb.powerlaw import PowerWeb  # noqa: E402
 
@@ -53,15 +53,6 @@ MODES: dict[str, dict[str, Any]] = {
     "inlinks": {"inlink_levels": 1.0},
     "scored": {"inlink_levels": 1.0, "scorer": "hive.fetch.scoring:text_quality"},
 }
-
-
-def write_config(sections: dict[str, dict[str, Any]], path: Path) -> None:
-    cfg = config.load(environ={}).replace(**sections)
-    lines = []
-    for section, values in cfg.to_dict().items():
-        lines.append(f"[{section}]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
-    path.write_text("\n".join(lines) + "\n")
 
 
 def shares(web: PowerWeb, order: list[int], first: int) -> tuple[float, float]:
